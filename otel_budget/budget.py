@@ -1,0 +1,182 @@
+"""Budget, usage and outcome models, stop reasons and errors."""
+
+from __future__ import annotations
+
+import enum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, computed_field, model_validator
+
+
+class StopReason(str, enum.Enum):
+    """Why a run ended. `done` is the only reason that means the work is complete."""
+
+    DONE = "done"
+    STEPS = "steps"
+    TOOL_CALLS = "tool_calls"
+    TIME = "time"
+    TOKENS = "tokens"
+    COST = "cost"
+    REPEAT = "repeat"
+    DEPTH = "depth"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+    AWAITING_APPROVAL = "awaiting_approval"
+    DENIED = "denied"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: Budget field -> (ledger dimension, stop reason, unit for messages).
+LIMITS: dict[str, tuple[str, StopReason, str]] = {
+    "max_steps": ("steps", StopReason.STEPS, "model calls"),
+    "max_tool_calls": ("tool_calls", StopReason.TOOL_CALLS, "tool calls"),
+    "max_seconds": ("seconds", StopReason.TIME, "seconds"),
+    "max_input_tokens": ("input_tokens", StopReason.TOKENS, "input tokens"),
+    "max_output_tokens": ("output_tokens", StopReason.TOKENS, "output tokens"),
+    "max_total_tokens": ("total_tokens", StopReason.TOKENS, "tokens"),
+    "max_usd": ("usd", StopReason.COST, "USD"),
+}
+
+
+class Budget(BaseModel):
+    """The limits of one run tree. Every limit is optional; `None` means unlimited.
+
+    All limits are checked BEFORE each model call or tool call; a call that does not fit is not sent.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_steps: PositiveInt | None = None
+    """Model calls in the run tree (each call, retries included, is one step)."""
+    max_tool_calls: PositiveInt | None = None
+    """Tool calls requested by the model or executed through `@tool`."""
+    max_seconds: PositiveFloat | None = None
+    """Wall-clock seconds since the run started; also bounds the timeout of a call in flight."""
+    max_input_tokens: PositiveInt | None = None
+    """Input tokens, cached tokens included, summed over the run tree."""
+    max_output_tokens: PositiveInt | None = None
+    """Output tokens, reasoning tokens included, summed over the run tree."""
+    max_total_tokens: PositiveInt | None = None
+    """Input plus output tokens, summed over the run tree."""
+    max_usd: PositiveFloat | None = None
+    """Money in US dollars, priced from the usage the API reports (plus `run.charge` and paid tools)."""
+    max_repeats: PositiveInt | None = 3
+    """The same tool with the same canonical arguments this many times in a row stops the run."""
+    max_depth: PositiveInt | None = None
+    """Nesting depth of runs: the top run has depth 1, a subagent's run depth 2, and so on."""
+    near: float = Field(default=0.8, gt=0, le=1)
+    """Utilization (used / limit) at which a run counts as near its cap, for metrics and alerts."""
+    wrap_up: Literal["template", "model"] = "template"
+    """How the wrap-up text is written: from the ledger (no call) or by one short tool-less model call."""
+    auto_max_tokens: bool = True
+    """Set the request's output limit to what the budget leaves when the caller set none."""
+
+    @model_validator(mode="after")
+    def _check_tokens(self) -> Budget:
+        total = self.max_total_tokens
+        if total is not None:
+            for name in ("max_input_tokens", "max_output_tokens"):
+                part = getattr(self, name)
+                if part is not None and part > total:
+                    raise ValueError(
+                        f"{name}={part} is larger than max_total_tokens={total}; "
+                        "lower it or raise max_total_tokens"
+                    )
+        return self
+
+    def limits(self) -> dict[str, float]:
+        """The ledger dimensions this budget limits, with their limits."""
+        out: dict[str, float] = {}
+        for field, (dim, _, _) in LIMITS.items():
+            value = getattr(self, field)
+            if value is not None:
+                out[dim] = float(value)
+        return out
+
+
+class Price(BaseModel):
+    """Prices of one model in US dollars per million tokens."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+    cache_read_per_mtok: float | None = Field(default=None, ge=0)
+    """Defaults to the input price."""
+    cache_write_per_mtok: float | None = Field(default=None, ge=0)
+    """Defaults to the input price."""
+
+    def cost(self, input_tokens: int, output_tokens: int, cache_read: int = 0, cache_write: int = 0) -> float:
+        """Cost of a call; `input_tokens` includes the cached ones."""
+        fresh = max(0, input_tokens - cache_read - cache_write)
+        read = self.input_per_mtok if self.cache_read_per_mtok is None else self.cache_read_per_mtok
+        write = self.input_per_mtok if self.cache_write_per_mtok is None else self.cache_write_per_mtok
+        return (
+            fresh * self.input_per_mtok
+            + cache_read * read
+            + cache_write * write
+            + output_tokens * self.output_per_mtok
+        ) / 1e6
+
+
+class Usage(BaseModel):
+    """What a run tree consumed."""
+
+    model_calls: int = 0
+    tool_calls: int = 0
+    input_tokens: int = 0
+    """Includes cached tokens."""
+    output_tokens: int = 0
+    """Includes reasoning tokens."""
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_usd: float = 0.0
+    seconds: float = 0.0
+    unpriced_calls: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+class RunOutcome(BaseModel):
+    """How a run ended: the reason, the limit that stopped it, what it used, and an honest wrap-up."""
+
+    run_name: str = ""
+    stop_reason: StopReason = StopReason.DONE
+    limit: str | None = None
+    """The Budget field that stopped the run, e.g. `max_usd`; None when no limit did."""
+    usage: Usage = Field(default_factory=Usage)
+    wrap_up: str = ""
+    trace_id: str | None = None
+    detail: str = ""
+    """One sentence on the stop: the limit, the value it would have reached, what was refused."""
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def completed(self) -> bool:
+        return self.stop_reason is StopReason.DONE
+
+
+class BudgetExceeded(Exception):
+    """Raised before a model or tool call that does not fit the run's budget; the call is not sent.
+
+    `run()` catches it for its own run tree and closes the run gracefully.
+    """
+
+    def __init__(
+        self, reason: StopReason, message: str, *, limit: str | None = None, outcome: RunOutcome | None = None
+    ) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.limit = limit
+        self.outcome = outcome if outcome is not None else RunOutcome(stop_reason=reason, limit=limit)
+        self.message = message
+        self.run_id: int | None = None
+
+
+class UnknownPriceError(LookupError):
+    """A model has no known price while the run has a money cap; the call is not sent."""

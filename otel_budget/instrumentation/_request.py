@@ -1,0 +1,158 @@
+"""The one wrapper shape shared by Stainless-generated SDKs (openai, anthropic): patch `Client.request`.
+
+Patching the client's request choke point covers every public path at once (create, parse, the `.stream()`
+helpers, `stream=True`, sync and async) with two patch points per SDK. The adapter only translates.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Protocol
+
+from .. import calls
+from ._stream import Accumulator, AsyncStream, SyncStream
+
+log = logging.getLogger(__name__)
+
+
+class Adapter(Protocol):
+    """Translates one SDK's requests and responses; decides nothing."""
+
+    def describe(self, options: Any, stream: bool) -> calls.ModelCall | None:
+        """The call an SDK request makes, or None when it is not a model call we meter."""
+
+    def prepare(self, options: Any, call: calls.ModelCall, guard: calls.Guard | None) -> None:
+        """Apply what the enforcer asked for (output limit, timeout, usage in streams) to the request."""
+
+    def read(self, result: Any, call: calls.ModelCall) -> None:
+        """Fill usage, response model, tool calls from a non-streamed result."""
+
+    def accumulator(self, call: calls.ModelCall, options: Any) -> Accumulator:
+        """A reader for this call's stream."""
+
+    def summarizer(self, client: Any, call: calls.ModelCall) -> Any:
+        """A function (prompt, max_tokens) -> text (or awaitable) that asks the same model, without tools."""
+
+
+def body_chars(options: Any) -> int:
+    """The size of the request body, the basis of the input-token estimate."""
+    data = options.json_data
+    if not data:
+        return 0
+    try:
+        return len(json.dumps(data, default=str))
+    except Exception:  # noqa: BLE001
+        return len(repr(data))
+
+
+def _split(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, bool]:
+    options = args[1] if len(args) > 1 else kwargs.get("options")
+    stream = kwargs.get("stream", args[2] if len(args) > 2 else False)
+    return options, bool(stream)
+
+
+def _capture(options: Any) -> str:
+    try:
+        return json.dumps(options.json_data, default=str)
+    except Exception:  # noqa: BLE001
+        return repr(options.json_data)
+
+
+def _start(adapter: Adapter, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]):  # type: ignore[no-untyped-def]
+    """Describe and admit the call; returns (guard, call, options, stream) or None to pass through."""
+    try:
+        options, stream = _split(args, kwargs)
+        call = adapter.describe(options, stream) if options is not None else None
+    except Exception:  # noqa: BLE001 - our bug: the original call goes through unchanged
+        log.warning("otel-budget: could not read a request; sending it unmetered", exc_info=True)
+        return None
+    if call is None:
+        return None
+    guard = calls.begin(
+        call,
+        lambda: body_chars(options),
+        summarize=_safe(adapter, instance, call),
+        capture_input=lambda: _capture(options),
+    )  # BudgetExceeded / UnknownPriceError propagate: a budget decision
+    try:
+        adapter.prepare(options, call, guard)
+    except Exception:  # noqa: BLE001
+        log.warning("otel-budget: could not adjust a request", exc_info=True)
+    return guard, call, options, stream
+
+
+def _safe(adapter: Adapter, instance: Any, call: calls.ModelCall) -> Any:
+    try:
+        return adapter.summarizer(instance, call)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _after(adapter: Adapter, guard: calls.Guard, call: calls.ModelCall, options: Any, result: Any,
+           stream: bool, is_async: bool) -> Any:
+    if stream or _is_stream(result):
+        return (AsyncStream if is_async else SyncStream)(result, guard, adapter.accumulator(call, options))
+    try:
+        adapter.read(result, call)
+    except Exception:  # noqa: BLE001
+        log.debug("otel-budget: could not read a response", exc_info=True)
+    guard.finish()
+    return result
+
+
+def _is_stream(result: Any) -> bool:
+    name = type(result).__name__
+    return name in ("Stream", "AsyncStream")
+
+
+def sync_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
+    def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        flag = calls.in_call()
+        if flag.get():
+            return wrapped(*args, **kwargs)
+        started = _start(adapter, instance, args, kwargs)
+        if started is None:
+            return wrapped(*args, **kwargs)
+        guard, call, options, stream = started
+        if guard is None:
+            return wrapped(*args, **kwargs)
+        token = flag.set(True)
+        try:
+            result = wrapped(*args, **kwargs)
+        except BaseException as exc:
+            replaced = guard.fail(exc)
+            if replaced is exc:
+                raise
+            raise replaced from exc
+        finally:
+            flag.reset(token)
+        return _after(adapter, guard, call, options, result, stream, False)
+
+    return wrapper
+
+
+def async_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
+    async def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        flag = calls.in_call()
+        if flag.get():
+            return await wrapped(*args, **kwargs)
+        started = _start(adapter, instance, args, kwargs)
+        if started is None:
+            return await wrapped(*args, **kwargs)
+        guard, call, options, stream = started
+        if guard is None:
+            return await wrapped(*args, **kwargs)
+        token = flag.set(True)
+        try:
+            result = await wrapped(*args, **kwargs)
+        except BaseException as exc:
+            replaced = guard.fail(exc)
+            if replaced is exc:
+                raise
+            raise replaced from exc
+        finally:
+            flag.reset(token)
+        return _after(adapter, guard, call, options, result, stream, True)
+
+    return wrapper

@@ -1,0 +1,138 @@
+"""Stream proxies that settle a call exactly once: exhausted, failed, closed, exited or garbage-collected."""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from typing import Any, Protocol
+
+import wrapt
+
+from ..calls import Guard
+
+log = logging.getLogger(__name__)
+
+
+class Accumulator(Protocol):
+    """Reads a provider's stream items into the call record."""
+
+    def feed(self, item: Any) -> bool:
+        """Take one item; return False to hide it from the caller."""
+
+    def apply(self) -> None:
+        """Write what was seen into the guard's ModelCall."""
+
+
+def _finish(guard: Guard, acc: Accumulator, error: BaseException | None = None) -> BaseException | None:
+    try:
+        acc.apply()
+    except Exception:  # noqa: BLE001
+        log.debug("otel-budget: stream accumulator failed", exc_info=True)
+    if error is not None:
+        return guard.fail(error)
+    guard.finish()
+    return None
+
+
+def _abandon(guard: Guard, acc: Accumulator) -> None:
+    try:
+        acc.apply()
+    except Exception:  # noqa: BLE001
+        pass
+    guard.abandon()
+
+
+def _feed(acc: Accumulator, item: Any) -> bool:
+    try:
+        return acc.feed(item)
+    except Exception:  # noqa: BLE001 - a parsing bug of ours never breaks the caller's stream
+        log.debug("otel-budget: could not read a stream item", exc_info=True)
+        return True
+
+
+class SyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
+    """Proxy of a sync SDK stream."""
+
+    def __init__(self, wrapped: Any, guard: Guard, acc: Accumulator) -> None:
+        super().__init__(wrapped)
+        self._self_guard = guard
+        self._self_acc = acc
+        self._self_final = weakref.finalize(self, _abandon, guard, acc)
+
+    def __iter__(self) -> SyncStream:
+        return self
+
+    def __next__(self) -> Any:
+        nxt = self.__wrapped__.__next__
+        while True:
+            try:
+                item = nxt()
+            except StopIteration:
+                self._self_final.detach()
+                _finish(self._self_guard, self._self_acc)
+                raise
+            except BaseException as exc:
+                self._self_final.detach()
+                replaced = _finish(self._self_guard, self._self_acc, exc)
+                if replaced is None or replaced is exc:
+                    raise
+                raise replaced from exc
+            if _feed(self._self_acc, item):
+                return item
+
+    def close(self) -> None:
+        try:
+            self.__wrapped__.close()
+        finally:
+            if self._self_final.detach() is not None:
+                _abandon(self._self_guard, self._self_acc)
+
+    def __enter__(self) -> SyncStream:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class AsyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
+    """Proxy of an async SDK stream."""
+
+    def __init__(self, wrapped: Any, guard: Guard, acc: Accumulator) -> None:
+        super().__init__(wrapped)
+        self._self_guard = guard
+        self._self_acc = acc
+        self._self_final = weakref.finalize(self, _abandon, guard, acc)
+
+    def __aiter__(self) -> AsyncStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        nxt = self.__wrapped__.__anext__
+        while True:
+            try:
+                item = await nxt()
+            except StopAsyncIteration:
+                self._self_final.detach()
+                _finish(self._self_guard, self._self_acc)
+                raise
+            except BaseException as exc:
+                self._self_final.detach()
+                replaced = _finish(self._self_guard, self._self_acc, exc)
+                if replaced is None or replaced is exc:
+                    raise
+                raise replaced from exc
+            if _feed(self._self_acc, item):
+                return item
+
+    async def close(self) -> None:
+        try:
+            await self.__wrapped__.close()
+        finally:
+            if self._self_final.detach() is not None:
+                _abandon(self._self_guard, self._self_acc)
+
+    async def __aenter__(self) -> AsyncStream:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()

@@ -1,0 +1,233 @@
+"""openai SDK: chat completions (create, parse, `.stream()`, `stream=True`) and the Responses API, sync and async.
+
+Patched at `SyncAPIClient.request` / `AsyncAPIClient.request` of the openai SDK; see `_request.py`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import semconv as sc
+from ..calls import Guard, ModelCall, TokenUsage
+from . import _request
+from ._patch import Patches
+
+_CHAT = "/chat/completions"
+_RESPONSES = "/responses"
+
+
+def _get(obj: Any, name: str, default: Any = None) -> Any:
+    if obj is None:
+        return default
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def chat_usage(usage: Any) -> TokenUsage | None:
+    """OpenAI chat usage: prompt_tokens already includes cached tokens."""
+    if usage is None:
+        return None
+    details = _get(usage, "prompt_tokens_details")
+    out_details = _get(usage, "completion_tokens_details")
+    return TokenUsage(
+        _get(usage, "prompt_tokens", 0),
+        _get(usage, "completion_tokens", 0),
+        cache_read=_get(details, "cached_tokens", 0) or 0,
+        reasoning=_get(out_details, "reasoning_tokens", 0) or 0,
+    )
+
+
+def responses_usage(usage: Any) -> TokenUsage | None:
+    if usage is None:
+        return None
+    details = _get(usage, "input_tokens_details")
+    out_details = _get(usage, "output_tokens_details")
+    return TokenUsage(
+        _get(usage, "input_tokens", 0),
+        _get(usage, "output_tokens", 0),
+        cache_read=_get(details, "cached_tokens", 0) or 0,
+        reasoning=_get(out_details, "reasoning_tokens", 0) or 0,
+    )
+
+
+def read_response(resp: Any, call: ModelCall) -> None:
+    """A Responses API `Response` into the call record."""
+    call.usage = responses_usage(_get(resp, "usage"))
+    call.response_model = _get(resp, "model")
+    call.response_id = _get(resp, "id")
+    status = _get(resp, "status")
+    if status:
+        call.finish_reasons = [status]
+    for item in _get(resp, "output", None) or ():
+        if _get(item, "type") == "function_call":
+            call.tool_calls.append((_get(item, "name", ""), _get(item, "arguments", ""), _get(item, "call_id")))
+        elif call.output_text is not None and _get(item, "type") == "message":
+            for part in _get(item, "content", None) or ():
+                call.output_text.append(_get(part, "text", "") or "")
+
+
+class ChatStream:
+    """Reads chat completion chunks; hides the usage chunk when we asked for it."""
+
+    __slots__ = ("call", "hide_usage", "tools", "usage")
+
+    def __init__(self, call: ModelCall, hide_usage: bool) -> None:
+        self.call = call
+        self.hide_usage = hide_usage
+        self.tools: dict[int, list[Any]] = {}
+        self.usage: Any = None
+
+    def feed(self, chunk: Any) -> bool:
+        call = self.call
+        if call.response_id is None:
+            call.response_id = _get(chunk, "id")
+            call.response_model = _get(chunk, "model")
+        usage = _get(chunk, "usage")
+        choices = _get(chunk, "choices")
+        if usage is not None:
+            self.usage = usage
+            if self.hide_usage and not choices:
+                return False
+        for choice in choices or ():
+            delta = _get(choice, "delta")
+            content = _get(delta, "content")
+            if content:
+                call.output_chars += len(content)
+                if call.output_text is not None:
+                    call.output_text.append(content)
+            for tc in _get(delta, "tool_calls", None) or ():
+                slot = self.tools.setdefault(_get(tc, "index", 0) or 0, [None, "", None])
+                fn = _get(tc, "function")
+                if _get(tc, "id"):
+                    slot[2] = _get(tc, "id")
+                if _get(fn, "name"):
+                    slot[0] = _get(fn, "name")
+                args = _get(fn, "arguments")
+                if args:
+                    slot[1] += args
+                    call.output_chars += len(args)
+            reason = _get(choice, "finish_reason")
+            if reason:
+                call.finish_reasons.append(reason)
+        return True
+
+    def apply(self) -> None:
+        self.call.usage = chat_usage(self.usage)
+        self.call.tool_calls = [(n or "", a, i) for n, a, i in (self.tools[k] for k in sorted(self.tools))]
+
+
+class ResponsesStream:
+    """Reads Responses API stream events; the final event carries the whole response."""
+
+    __slots__ = ("call", "final")
+
+    def __init__(self, call: ModelCall) -> None:
+        self.call = call
+        self.final: Any = None
+
+    def feed(self, event: Any) -> bool:
+        kind = _get(event, "type", "")
+        if kind in ("response.completed", "response.incomplete", "response.failed"):
+            self.final = _get(event, "response")
+        elif kind.endswith(".delta"):
+            delta = _get(event, "delta")
+            if isinstance(delta, str):
+                self.call.output_chars += len(delta)
+        return True
+
+    def apply(self) -> None:
+        if self.final is not None:
+            text = self.call.output_text
+            self.call.output_text = None if text is None else []
+            read_response(self.final, self.call)
+
+
+class OpenAIAdapter:
+    provider = sc.PROVIDER_OPENAI
+
+    def describe(self, options: Any, stream: bool) -> ModelCall | None:
+        url = options.url
+        if options.method.lower() != "post" or url not in (_CHAT, _RESPONSES):
+            return None
+        body = options.json_data if isinstance(options.json_data, dict) else {}
+        if url == _CHAT:
+            limit = body.get("max_completion_tokens") or body.get("max_tokens")
+        else:
+            limit = body.get("max_output_tokens")
+        return ModelCall(self.provider, sc.OP_CHAT, str(body.get("model", "")), limit, stream or bool(body.get("stream")))
+
+    def prepare(self, options: Any, call: ModelCall, guard: Guard | None) -> None:
+        body = options.json_data
+        if not isinstance(body, dict):
+            return
+        changed: dict[str, Any] = {}
+        chat = options.url == _CHAT
+        if guard is not None and guard.max_output_tokens is not None:
+            changed["max_completion_tokens" if chat else "max_output_tokens"] = guard.max_output_tokens
+        if chat and call.stream:
+            so = body.get("stream_options") or {}
+            if not so.get("include_usage"):
+                changed["stream_options"] = {**so, "include_usage": True}
+                call.injected_usage = True
+        if changed:
+            options.json_data = {**body, **changed}
+        if guard is not None and guard.timeout is not None:
+            current = options.timeout
+            if not isinstance(current, (int, float)) or current > guard.timeout:
+                options.timeout = guard.timeout
+
+    def read(self, result: Any, call: ModelCall) -> None:
+        if not hasattr(result, "usage") and hasattr(result, "parse"):
+            result = result.parse()  # raw response wrappers cache what they parse
+        if _get(result, "object") == "response" or hasattr(result, "output"):
+            read_response(result, call)
+            return
+        call.usage = chat_usage(_get(result, "usage"))
+        call.response_model = _get(result, "model")
+        call.response_id = _get(result, "id")
+        for choice in _get(result, "choices", None) or ():
+            reason = _get(choice, "finish_reason")
+            if reason:
+                call.finish_reasons.append(reason)
+            message = _get(choice, "message")
+            if call.output_text is not None and _get(message, "content"):
+                call.output_text.append(_get(message, "content"))
+            for tc in _get(message, "tool_calls", None) or ():
+                fn = _get(tc, "function")
+                call.tool_calls.append((_get(fn, "name", ""), _get(fn, "arguments", ""), _get(tc, "id")))
+
+    def accumulator(self, call: ModelCall, options: Any) -> Any:
+        if options.url == _CHAT:
+            return ChatStream(call, call.injected_usage)
+        return ResponsesStream(call)
+
+    def summarizer(self, client: Any, call: ModelCall) -> Any:
+        model = call.model
+
+        def summarize(prompt: str, max_tokens: int) -> Any:
+            made = client.chat.completions.create(
+                model=model, messages=[{"role": "user", "content": prompt}], max_completion_tokens=max_tokens
+            )
+            if hasattr(made, "__await__"):
+                return _await_text(made)
+            return made.choices[0].message.content
+
+        return summarize
+
+
+async def _await_text(made: Any) -> str:
+    result = await made
+    return str(result.choices[0].message.content or "")
+
+
+def instrument(patches: Patches) -> bool:
+    """Patch the installed openai SDK; False when it is not installed."""
+    try:
+        from openai import _base_client
+    except ImportError:
+        return False
+    adapter = OpenAIAdapter()
+    patches.wrap(_base_client.SyncAPIClient, "request", _request.sync_wrapper(adapter))
+    patches.wrap(_base_client.AsyncAPIClient, "request", _request.async_wrapper(adapter))
+    return True

@@ -1,0 +1,183 @@
+"""Counters and reservations, thread- and asyncio-safe, and the store interface for shared budgets.
+
+A call first *reserves* its worst case on every limited dimension of every account it draws from (its run
+and all the run's ancestors, plus a shared fleet scope when one is configured). The reservation either fits
+everywhere or nowhere. After the call, the reservation is *settled* to what was really used.
+
+Nothing here awaits or blocks on I/O, so one `threading.Lock` makes it safe for threads and asyncio tasks.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+#: Every dimension a ledger counts. `seconds` is not counted: it is the wall clock.
+DIMS: tuple[str, ...] = ("steps", "tool_calls", "input_tokens", "output_tokens", "total_tokens", "usd")
+
+#: Slack for float comparisons of money.
+_EPS = 1e-12
+
+
+@dataclass(slots=True)
+class Refusal:
+    """Why a reservation did not fit: the dimension, its limit, what was used and reserved, what was asked."""
+
+    dim: str
+    limit: float
+    used: float
+    requested: float
+    scope: str = ""
+
+    def describe(self) -> str:
+        return (
+            f"{self.dim}: {_fmt(self.used)} used or reserved of {_fmt(self.limit)}, "
+            f"the next call needs up to {_fmt(self.requested)}"
+        )
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.6g}" if value != int(value) else str(int(value))
+
+
+@dataclass(slots=True)
+class Account:
+    """Counters of one run (or one shared scope) with its limits."""
+
+    limits: dict[str, float]
+    used: dict[str, float] = field(default_factory=lambda: dict.fromkeys(DIMS, 0.0))
+    reserved: dict[str, float] = field(default_factory=lambda: dict.fromkeys(DIMS, 0.0))
+    name: str = ""
+
+    def headroom(self, dim: str) -> float:
+        """What remains on `dim` after use and reservations (infinite when unlimited)."""
+        limit = self.limits.get(dim)
+        if limit is None:
+            return float("inf")
+        return limit - self.used[dim] - self.reserved[dim]
+
+    def utilization(self) -> dict[str, float]:
+        """used / limit per limited dimension (reservations not included)."""
+        return {dim: self.used[dim] / limit for dim, limit in self.limits.items() if limit > 0}
+
+
+def reserve(accounts: Sequence[Account], amounts: Mapping[str, float], lock: threading.Lock) -> Refusal | None:
+    """Reserve `amounts` on every account at once, or on none; returns the first refusal."""
+    with lock:
+        for acc in accounts:
+            for dim, amount in amounts.items():
+                if amount <= 0:
+                    continue
+                limit = acc.limits.get(dim)
+                if limit is None:
+                    continue
+                taken = acc.used[dim] + acc.reserved[dim]
+                if taken + amount > limit + _EPS:
+                    return Refusal(dim, limit, taken, amount, acc.name)
+        for acc in accounts:
+            res = acc.reserved
+            for dim, amount in amounts.items():
+                res[dim] += amount
+    return None
+
+
+def settle(
+    accounts: Sequence[Account],
+    reserved: Mapping[str, float],
+    actual: Mapping[str, float],
+    lock: threading.Lock,
+) -> None:
+    """Replace a reservation by what was really used (a release when `actual` is empty)."""
+    with lock:
+        for acc in accounts:
+            res, used = acc.reserved, acc.used
+            for dim, amount in reserved.items():
+                res[dim] = max(0.0, res[dim] - amount)
+            for dim, amount in actual.items():
+                used[dim] += amount
+
+
+def headroom(accounts: Sequence[Account], dim: str) -> float:
+    """The smallest headroom on `dim` over `accounts`."""
+    return min((acc.headroom(dim) for acc in accounts), default=float("inf"))
+
+
+# --- shared budgets -------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Reservation:
+    """A reservation held in a store: settle or release it exactly once."""
+
+    scope: str
+    id: str
+    amounts: dict[str, float]
+
+
+@runtime_checkable
+class LedgerStore(Protocol):
+    """Where shared (fleet) budgets live. Each method is one atomic decision.
+
+    `limits` are sent with every reservation so a store needs no configuration per scope; `window` (seconds)
+    makes the scope's counters start anew every `window` seconds (a wall-clock budget such as "tonight").
+    """
+
+    def reserve(
+        self, scope: str, amounts: Mapping[str, float], limits: Mapping[str, float], *, window: float | None = None
+    ) -> Reservation | Refusal: ...
+
+    def settle(self, reservation: Reservation, actual: Mapping[str, float]) -> None: ...
+
+    def release(self, reservation: Reservation) -> None: ...
+
+    def read(self, scope: str) -> dict[str, float]: ...
+
+
+class MemoryLedger:
+    """The in-process store: shared scopes for every run of this process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._scopes: dict[str, tuple[Account, float]] = {}
+        self._ids = itertools.count(1)
+
+    def _account(self, scope: str, limits: Mapping[str, float], window: float | None) -> Account:
+        now = time.time()
+        entry = self._scopes.get(scope)
+        if entry is None or (window is not None and now - entry[1] >= window):
+            acc = Account(dict(limits), name=scope)
+            self._scopes[scope] = (acc, now if window is None else now - now % window)
+            return acc
+        acc = entry[0]
+        acc.limits = dict(limits)
+        return acc
+
+    def reserve(
+        self, scope: str, amounts: Mapping[str, float], limits: Mapping[str, float], *, window: float | None = None
+    ) -> Reservation | Refusal:
+        with self._lock:
+            acc = self._account(scope, limits, window)
+        refusal = reserve([acc], amounts, self._lock)
+        if refusal is not None:
+            return refusal
+        return Reservation(scope, str(next(self._ids)), dict(amounts))
+
+    def settle(self, reservation: Reservation, actual: Mapping[str, float]) -> None:
+        entry = self._scopes.get(reservation.scope)
+        if entry is not None:
+            settle([entry[0]], reservation.amounts, actual, self._lock)
+
+    def release(self, reservation: Reservation) -> None:
+        self.settle(reservation, {})
+
+    def read(self, scope: str) -> dict[str, float]:
+        entry = self._scopes.get(scope)
+        if entry is None:
+            return dict.fromkeys(DIMS, 0.0)
+        acc = entry[0]
+        with self._lock:
+            return {dim: acc.used[dim] + acc.reserved[dim] for dim in DIMS}

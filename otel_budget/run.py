@@ -1,0 +1,638 @@
+"""The run tree (contextvars), `run()` as context manager and decorator, and the budget decisions.
+
+A run is a node in a tree: a nested `run()` draws from its own account and from every ancestor's at once, so
+a subagent can only narrow what its parents leave. The current node lives in a `ContextVar`, so the tree
+follows asyncio tasks and threads started with `contextvars.copy_context()`.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import itertools
+import json
+import math
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from contextvars import ContextVar, Token
+from typing import Any, TypeVar
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+
+from . import config
+from . import ledger as lg
+from .budget import LIMITS, Budget, BudgetExceeded, RunOutcome, StopReason, UnknownPriceError, Usage
+from .wrapup import template_wrap_up
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_current: ContextVar[RunNode | None] = ContextVar("otel_budget_run", default=None)
+_ids = itertools.count(1)
+
+#: Ledger dimension -> (stop reason, Budget field).
+_DIM_REASON: dict[str, tuple[StopReason, str]] = {dim: (reason, f) for f, (dim, reason, _) in LIMITS.items()}
+#: Above this many output tokens of headroom the enforcer leaves a request without an output limit as it is.
+AUTO_MAX_TOKENS_CEILING = 16384
+#: Reserved as the output of a call with no output limit when the budget leaves more than the ceiling.
+_UNBOUNDED_OUTPUT_RESERVE = 4096
+_WRAP_UP_MAX_TOKENS = 300
+
+
+def current_run() -> RunNode | None:
+    """The innermost active run of this context, or None."""
+    return _current.get()
+
+
+def canonical_arguments(arguments: Any) -> str:
+    """Tool arguments as one canonical string (JSON with sorted keys), for repetition checks."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except ValueError:
+            return arguments.strip()
+    try:
+        return json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
+    except (TypeError, ValueError):
+        return repr(arguments)
+
+
+class Admission:
+    """What a call reserved; settle or release it exactly once."""
+
+    __slots__ = ("node", "amounts", "max_output_tokens", "set_max_tokens", "timeout", "turn", "input_estimate")
+
+    def __init__(self, node: RunNode, amounts: dict[str, float]) -> None:
+        self.node = node
+        self.amounts = amounts
+        self.max_output_tokens: int | None = None
+        self.set_max_tokens = False
+        self.timeout: float | None = None
+        self.turn = 0
+        self.input_estimate = 0
+
+
+class RunNode:
+    """One run in the tree: its budget, its account, what it saw, how it ended."""
+
+    def __init__(self, name: str, budget: Budget, parent: RunNode | None) -> None:
+        self.id = next(_ids)
+        self.name = name
+        self.budget = budget
+        self.parent = parent
+        self.root: RunNode = parent.root if parent is not None else self
+        self.depth = parent.depth + 1 if parent is not None else 1
+        self.account = lg.Account(budget.limits(), name=name)
+        self.chain: tuple[RunNode, ...] = (self, *(parent.chain if parent is not None else ()))
+        self.accounts = tuple(n.account for n in self.chain)
+        self.path = frozenset(n.id for n in self.chain)
+        self.lock: threading.Lock = parent.lock if parent is not None else threading.Lock()
+        self.started = time.monotonic()
+        self.paused_seconds = 0.0
+        self.deadline = min(
+            (n.started + n.budget.max_seconds for n in self.chain if n.budget.max_seconds is not None),
+            default=math.inf,
+        )
+        self.stats: Counter[str] = Counter()  # cache_read, cache_write, reasoning, unpriced, model_calls
+        self.tools_requested: Counter[str] = Counter()
+        self.tools_executed: Counter[str] = Counter()
+        self.pending_tools: Counter[str] = Counter()
+        self._last_request: str | None = None
+        self._request_streak = 0
+        self._last_exec: str | None = None
+        self._exec_streak = 0
+        self.stop_state: tuple[StopReason, str | None, str] | None = None
+        self.outcome: RunOutcome | None = None
+        self.near_crossed = False
+        self.turns = 0  # model calls in this run tree, counted at the root
+        self.chars_per_token = 4.0
+        self.summarize: Callable[[str, int], Any] | None = None
+        self.holdback: dict[str, float] | None = None
+        self.depth_refused = self._depth_exceeded()
+        self.charges: Counter[str] = Counter()
+
+    # --- limits -----------------------------------------------------------------------------------------
+
+    def _depth_exceeded(self) -> str | None:
+        for anc in self.chain[1:]:
+            limit = anc.budget.max_depth
+            if limit is not None and self.depth - anc.depth + 1 > limit:
+                return f"max_depth {limit} of run '{anc.name}' allows no run at depth {self.depth - anc.depth + 1}"
+        limit = self.budget.max_depth
+        if limit is not None and limit < 1:
+            return f"max_depth {limit}"
+        return None
+
+    def span_limits(self) -> dict[str, float]:
+        out = dict(self.account.limits)
+        if self.budget.max_seconds is not None:
+            out["seconds"] = self.budget.max_seconds
+        return out
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started - self.paused_seconds
+
+    def utilization(self) -> dict[str, float]:
+        """used / limit per limited dimension of this run, seconds included."""
+        util = self.account.utilization()
+        if self.budget.max_seconds is not None:
+            util["seconds"] = self.elapsed() / self.budget.max_seconds
+        return util
+
+    def utilization_max(self, final: bool = False) -> float:
+        return max(self.utilization().values(), default=0.0)
+
+    def _stop(self, reason: StopReason, limit: str | None, detail: str) -> BudgetExceeded:
+        if self.stop_state is None:
+            self.stop_state = (reason, limit, detail)
+        exc = BudgetExceeded(reason, detail, limit=limit, outcome=self.snapshot(reason, limit, detail))
+        exc.run_id = self.id
+        exc.run_path = self.path  # type: ignore[attr-defined]
+        return exc
+
+    def _refusal_error(self, refusal: lg.Refusal, what: str) -> BudgetExceeded:
+        reason, field = _DIM_REASON.get(refusal.dim, (StopReason.ERROR, refusal.dim))
+        where = f" of run '{refusal.scope}'" if refusal.scope and refusal.scope != self.name else ""
+        detail = f"{what} was not sent: it would exceed {field}{where} ({refusal.describe()})."
+        return self._stop(reason, field, detail)
+
+    def _check_gates(self, what: str) -> None:
+        """Raise BudgetExceeded for depth, time and pending stops (repeat, tool calls)."""
+        if self.depth_refused:
+            raise self._stop(StopReason.DEPTH, "max_depth", f"{what} was not sent: {self.depth_refused}.")
+        if self.deadline is not math.inf and time.monotonic() >= self.deadline + self._paused_chain():
+            raise self._stop(StopReason.TIME, "max_seconds", f"{what} was not sent: the run's time is up.")
+        if self.stop_state is not None and self.stop_state[0] in (StopReason.REPEAT, StopReason.TOOL_CALLS):
+            reason, limit, detail = self.stop_state
+            raise self._stop(reason, limit, detail)
+
+    def _paused_chain(self) -> float:
+        return max((n.paused_seconds for n in self.chain), default=0.0)
+
+    def time_left(self) -> float:
+        return self.deadline + self._paused_chain() - time.monotonic()
+
+    def allows(self) -> bool:
+        """Whether one more minimal model call fits; records the stop reason when it does not."""
+        if self.stop_state is not None:
+            return False
+        try:
+            self._check_gates("the next model call")
+        except BudgetExceeded:
+            return False
+        for dim in ("steps", "input_tokens", "output_tokens", "total_tokens", "usd"):
+            room = lg.headroom(self.accounts, dim)
+            if room <= (0 if dim != "steps" else 0.5):
+                reason, field = _DIM_REASON[dim]
+                self._stop(reason, field, f"the run has no {dim} left ({field}).")
+                return False
+        if lg.headroom(self.accounts, "tool_calls") < 0:
+            self._stop(StopReason.TOOL_CALLS, "max_tool_calls", "the model requested more tool calls than allowed.")
+            return False
+        return True
+
+    # --- model calls ------------------------------------------------------------------------------------
+
+    def admit(self, provider: str, model: str, max_output: int | None, input_chars: Callable[[], int]) -> Admission:
+        """Check and reserve one model call, or raise BudgetExceeded / UnknownPriceError; nothing is sent."""
+        what = f"the call to {model}"
+        self._check_gates(what)
+        if lg.headroom(self.accounts, "tool_calls") < 0:
+            raise self._stop(
+                StopReason.TOOL_CALLS, "max_tool_calls", f"{what} was not sent: the model requested more tool "
+                "calls than max_tool_calls allows."
+            )
+        limited = set().union(*(acc.limits for acc in self.accounts))
+        amounts: dict[str, float] = {"steps": 1.0}
+        adm = Admission(self, amounts)
+        if not limited - {"steps", "tool_calls"}:
+            self._reserve(adm, what)
+            return adm
+        est_in = int(input_chars() / self.root.chars_per_token) + 1
+        adm.input_estimate = est_in
+        pricing = None
+        if "usd" in limited:
+            pricing = config.get().prices.lookup(provider, model)
+            if pricing is None:
+                raise UnknownPriceError(
+                    f"otel-budget: no price is known for model '{model}' (provider '{provider}') and this run has "
+                    f"a money cap (max_usd), so the call was not sent. Add its price, e.g. "
+                    f"otel_budget.instrument(prices={{'{model}': otel_budget.Price(input_per_mtok=..., "
+                    f"output_per_mtok=...)}}), or remove max_usd."
+                )
+        out = max_output
+        if out is None:
+            room = min(
+                lg.headroom(self.accounts, "output_tokens"),
+                lg.headroom(self.accounts, "total_tokens") - est_in,
+            )
+            if pricing is not None:
+                usd_room = lg.headroom(self.accounts, "usd") - pricing.cost(est_in, 0)
+                per_token = pricing.cost(est_in, 1_000_000) - pricing.cost(est_in, 0)
+                if per_token > 0:
+                    room = min(room, usd_room / per_token * 1_000_000)
+            if room <= AUTO_MAX_TOKENS_CEILING and self._auto_max_tokens():
+                out = max(0, int(room))
+                adm.set_max_tokens = out >= 1
+            else:
+                out = min(_UNBOUNDED_OUTPUT_RESERVE, int(room)) if room != math.inf else 0
+        adm.max_output_tokens = out
+        amounts["input_tokens"] = est_in
+        amounts["output_tokens"] = out
+        amounts["total_tokens"] = est_in + out
+        if pricing is not None:
+            amounts["usd"] = pricing.cost(est_in, out)
+        self._reserve(adm, what)
+        if max_output is None and adm.max_output_tokens is not None and adm.max_output_tokens < 1:
+            self._release(adm)
+            dim = "usd" if pricing is not None and lg.headroom(self.accounts, "usd") < math.inf else "total_tokens"
+            reason, field = _DIM_REASON[dim]
+            raise self._stop(reason, field, f"{what} was not sent: the budget leaves no room for any output ({field}).")
+        return adm
+
+    def _auto_max_tokens(self) -> bool:
+        return all(n.budget.auto_max_tokens for n in self.chain)
+
+    def _reserve(self, adm: Admission, what: str) -> None:
+        refusal = lg.reserve(self.accounts, adm.amounts, self.lock)
+        if refusal is not None:
+            raise self._refusal_error(refusal, what)
+        if self.deadline is not math.inf:
+            adm.timeout = max(0.001, self.time_left())
+        with self.lock:
+            self.root.turns += 1
+            adm.turn = self.root.turns
+
+    def _release(self, adm: Admission) -> None:
+        lg.settle(self.accounts, adm.amounts, {}, self.lock)
+
+    def settle(
+        self,
+        adm: Admission,
+        *,
+        input_tokens: int,
+        output_tokens: int,
+        cache_read: int = 0,
+        cache_write: int = 0,
+        reasoning: int = 0,
+        cost: float | None,
+        input_chars: int | None = None,
+    ) -> None:
+        """Replace the call's reservation by what it used (usage reported by the API, or the best estimate)."""
+        actual = {
+            "steps": 1.0,
+            "input_tokens": float(input_tokens),
+            "output_tokens": float(output_tokens),
+            "total_tokens": float(input_tokens + output_tokens),
+        }
+        if cost is not None:
+            actual["usd"] = cost
+        lg.settle(self.accounts, adm.amounts, actual, self.lock)
+        if input_chars and input_tokens > 0:
+            self.root.chars_per_token = min(8.0, max(1.0, input_chars / input_tokens))
+        with self.lock:
+            for node in self.chain:
+                st = node.stats
+                st["model_calls"] += 1
+                st["cache_read"] += cache_read
+                st["cache_write"] += cache_write
+                st["reasoning"] += reasoning
+                if cost is None:
+                    st["unpriced"] += 1
+        self._check_near()
+
+    def record_tool_requests(self, calls: list[tuple[str, Any]]) -> None:
+        """The model asked for these tools: count them and watch for repetition."""
+        if not calls:
+            return
+        lg.settle(self.accounts, {}, {"tool_calls": float(len(calls))}, self.lock)
+        limit = self.budget.max_repeats
+        for name, args in calls:
+            self.tools_requested[name] += 1
+            self.pending_tools[name] += 1
+            key = f"{name}\x00{canonical_arguments(args)}"
+            self._request_streak = self._request_streak + 1 if key == self._last_request else 1
+            self._last_request = key
+            if limit is not None and self._request_streak >= limit and self.stop_state is None:
+                self.stop_state = (
+                    StopReason.REPEAT,
+                    "max_repeats",
+                    f"the model requested {name} with the same arguments {self._request_streak} times in a row "
+                    f"(max_repeats={limit}); the next model call was not sent.",
+                )
+        if lg.headroom(self.accounts, "tool_calls") < 0 and self.stop_state is None:
+            self.stop_state = (
+                StopReason.TOOL_CALLS,
+                "max_tool_calls",
+                "the model requested more tool calls than max_tool_calls allows; the next call was not sent.",
+            )
+        self._check_near()
+
+    def admit_tool(self, name: str, arguments: Any, cost_usd: float) -> dict[str, float]:
+        """Check a tool execution before it runs; returns what it reserved."""
+        what = f"the tool {name}"
+        self._check_gates(what)
+        key = f"{name}\x00{canonical_arguments(arguments)}"
+        streak = self._exec_streak + 1 if key == self._last_exec else 1
+        limit = self.budget.max_repeats
+        if limit is not None and streak >= limit:
+            raise self._stop(
+                StopReason.REPEAT,
+                "max_repeats",
+                f"{what} was not run: it would run with the same arguments {streak} times in a row "
+                f"(max_repeats={limit}).",
+            )
+        amounts: dict[str, float] = {}
+        with self.lock:
+            precounted = self.pending_tools[name] > 0
+            if precounted:
+                self.pending_tools[name] -= 1
+        if not precounted:
+            amounts["tool_calls"] = 1.0
+        if cost_usd:
+            amounts["usd"] = cost_usd
+        if amounts:
+            refusal = lg.reserve(self.accounts, amounts, self.lock)
+            if refusal is not None:
+                raise self._refusal_error(refusal, what)
+        self._exec_streak, self._last_exec = streak, key
+        return amounts
+
+    def settle_tool(self, name: str, reserved: dict[str, float]) -> None:
+        lg.settle(self.accounts, reserved, reserved, self.lock)
+        self.tools_executed[name] += 1
+        self._check_near()
+
+    def charge(self, usd: float, name: str = "charge") -> None:
+        """Charge a cost no instrumented client reports (a browser, a paid API); it counts against max_usd."""
+        if usd < 0:
+            raise ValueError("charge(usd=...) must not be negative")
+        lg.settle(self.accounts, {}, {"usd": float(usd)}, self.lock)
+        self.charges[name] += usd
+        self._check_near()
+
+    def _check_near(self) -> None:
+        for node in self.chain:
+            if not node.near_crossed and node.account.limits and node.utilization_max() >= node.budget.near:
+                node.near_crossed = True
+                config.get().telemetry.crossed_near(node)
+
+    # --- outcome ----------------------------------------------------------------------------------------
+
+    def usage(self) -> Usage:
+        used, st = self.account.used, self.stats
+        return Usage(
+            model_calls=int(st["model_calls"]),
+            tool_calls=int(used["tool_calls"]),
+            input_tokens=int(used["input_tokens"]),
+            output_tokens=int(used["output_tokens"]),
+            cache_read_tokens=int(st["cache_read"]),
+            cache_write_tokens=int(st["cache_write"]),
+            reasoning_tokens=int(st["reasoning"]),
+            cost_usd=round(used["usd"], 10),
+            seconds=round(self.elapsed(), 6),
+            unpriced_calls=int(st["unpriced"]),
+        )
+
+    def snapshot(self, reason: StopReason, limit: str | None, detail: str) -> RunOutcome:
+        return RunOutcome(
+            run_name=self.name, stop_reason=reason, limit=limit, usage=self.usage(), detail=detail,
+            trace_id=self.trace_id,
+        )
+
+    trace_id: str | None = None
+
+
+class Run:
+    """`run(name, budget=...)`: a context manager (sync and async) and a decorator that opens a run."""
+
+    def __init__(self, name: str, budget: Budget | None = None) -> None:
+        self.name = name
+        self._budget = budget
+        self._node: RunNode | None = None
+        self._token: Token[RunNode | None] | None = None
+        self._otel_token: object | None = None
+        self._span: Any = None
+        self.outcome: RunOutcome | None = None
+
+    # --- state --------------------------------------------------------------------------------------------
+
+    @property
+    def node(self) -> RunNode:
+        if self._node is None:
+            raise RuntimeError("this run has not started: use it as `with otel_budget.run(...) as run:`")
+        return self._node
+
+    @property
+    def budget(self) -> Budget:
+        return self.node.budget
+
+    @property
+    def usage(self) -> Usage:
+        return self.node.usage()
+
+    def allows(self) -> bool:
+        """True while one more model call fits the budget; the explicit loop shape `while run.allows():`."""
+        return self.node.allows()
+
+    def charge(self, usd: float, name: str = "charge") -> None:
+        """Charge a cost that no instrumented client reports."""
+        self.node.charge(usd, name)
+
+    def stop(self, reason: StopReason | str = StopReason.CANCELLED, detail: str = "") -> None:
+        """End the run early with `reason` (e.g. the code decided to give up)."""
+        node = self.node
+        if node.stop_state is None:
+            node.stop_state = (StopReason(reason), None, detail or f"stopped by the code ({reason}).")
+
+    # --- context manager --------------------------------------------------------------------------------
+
+    def __enter__(self) -> Run:
+        self._start()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        suppress = self._finish_sync(exc)
+        return suppress
+
+    async def __aenter__(self) -> Run:
+        self._start()
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        node = self.node
+        reason = self._reason_for(exc)
+        text = None
+        if reason is not StopReason.DONE and node.budget.wrap_up == "model" and node.summarize is not None:
+            text = await self._model_wrap_up_async(reason)
+        return self._close(exc, reason, text)
+
+    def _start(self) -> None:
+        if self._node is not None:
+            raise RuntimeError("a Run object can be entered once; call otel_budget.run(...) again")
+        parent = _current.get()
+        settings = config.get()
+        # A nested run without a budget is bounded by its ancestors only; a top run falls back to the default.
+        budget = self._budget or (settings.default_budget if parent is None else None) or Budget()
+        node = RunNode(self.name, budget, parent)
+        self._node = node
+        try:
+            self._span = settings.telemetry.start_run(node)
+            ctx = trace.set_span_in_context(self._span)
+            self._otel_token = otel_context.attach(ctx)
+            span_ctx = self._span.get_span_context()
+            if span_ctx.is_valid:
+                node.trace_id = format(span_ctx.trace_id, "032x")
+        except Exception:  # noqa: BLE001 - telemetry never breaks the run
+            self._span = None
+        if node.budget.wrap_up == "model":
+            node.holdback = _holdback(node)
+        self._token = _current.set(node)
+
+    def _reason_for(self, exc: BaseException | None) -> StopReason:
+        node = self.node
+        if isinstance(exc, BudgetExceeded) and node.id in getattr(exc, "run_path", ()):
+            return exc.reason
+        if exc is not None:
+            if isinstance(exc, (KeyboardInterrupt, GeneratorExit)) or type(exc).__name__ == "CancelledError":
+                return StopReason.CANCELLED
+            return StopReason.ERROR
+        if node.stop_state is not None:
+            return node.stop_state[0]
+        return StopReason.DONE
+
+    def _finish_sync(self, exc: BaseException | None) -> bool:
+        node = self.node
+        reason = self._reason_for(exc)
+        text = None
+        if reason is not StopReason.DONE and node.budget.wrap_up == "model" and node.summarize is not None:
+            text = self._model_wrap_up_sync(reason)
+        return self._close(exc, reason, text)
+
+    def _close(self, exc: BaseException | None, reason: StopReason, model_text: str | None) -> bool:
+        node = self.node
+        if node.holdback:
+            lg.settle(node.accounts, node.holdback, {}, node.lock)
+            node.holdback = None
+        limit: str | None = None
+        detail = ""
+        if node.stop_state is not None and node.stop_state[0] is reason:
+            _, limit, detail = node.stop_state
+        elif isinstance(exc, BudgetExceeded):
+            limit, detail = exc.limit, exc.message
+        elif exc is not None and reason is StopReason.ERROR:
+            detail = f"{type(exc).__name__}: {exc}"
+        elif reason is StopReason.CANCELLED:
+            detail = "the run was cancelled."
+        outcome = node.snapshot(reason, limit, detail)
+        outcome.wrap_up = template_wrap_up(node, outcome, model_text)
+        node.outcome = self.outcome = outcome
+        if self._token is not None:
+            _current.reset(self._token)
+        try:
+            if self._span is not None:
+                config.get().telemetry.end_run(node, self._span)
+        finally:
+            if self._otel_token is not None:
+                try:
+                    otel_context.detach(self._otel_token)  # type: ignore[arg-type]
+                except Exception:  # noqa: BLE001
+                    pass
+        return isinstance(exc, BudgetExceeded) and node.id in getattr(exc, "run_path", ())
+
+    # --- model wrap-up ------------------------------------------------------------------------------------
+
+    def _wrap_up_prompt(self, reason: StopReason) -> str:
+        node = self.node
+        draft = template_wrap_up(node, node.snapshot(reason, None, node.stop_state[2] if node.stop_state else ""), None)
+        return (
+            "An agent run was stopped by its budget before it finished. In at most 120 words, write its final "
+            "report for the user: what was done, what is missing, and that the task is NOT complete. Do not "
+            "claim anything the record does not show. The record:\n" + draft
+        )
+
+    def _release_holdback(self) -> None:
+        node = self.node
+        if node.holdback:
+            lg.settle(node.accounts, node.holdback, {}, node.lock)
+            node.holdback = None
+
+    def _model_wrap_up_sync(self, reason: StopReason) -> str | None:
+        node = self.node
+        self._release_holdback()
+        saved = node.stop_state
+        node.stop_state = None
+        try:
+            result = node.summarize(self._wrap_up_prompt(reason), _WRAP_UP_MAX_TOKENS)  # type: ignore[misc]
+            if inspect.isawaitable(result):
+                result.close()  # type: ignore[attr-defined]
+                return None
+            return str(result) if result else None
+        except Exception:  # noqa: BLE001 - BudgetExceeded included: fall back to the template
+            return None
+        finally:
+            node.stop_state = saved
+
+    async def _model_wrap_up_async(self, reason: StopReason) -> str | None:
+        node = self.node
+        self._release_holdback()
+        saved = node.stop_state
+        node.stop_state = None
+        try:
+            result = node.summarize(self._wrap_up_prompt(reason), _WRAP_UP_MAX_TOKENS)  # type: ignore[misc]
+            if inspect.isawaitable(result):
+                result = await result
+            return str(result) if result else None
+        except Exception:  # noqa: BLE001
+            return None
+        finally:
+            node.stop_state = saved
+
+    # --- decorator --------------------------------------------------------------------------------------
+
+    def __call__(self, func: F) -> F:
+        """Use as a decorator: every call of `func` is a fresh run. A stopped run returns its RunOutcome."""
+        name, budget = self.name, self._budget
+        if inspect.iscoroutinefunction(func):
+
+            @functools.wraps(func)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                r = Run(name, budget)
+                result: Any = None
+                async with r:
+                    result = await func(*args, **kwargs)
+                return result if r.outcome is None or r.outcome.completed else r.outcome
+
+            return async_wrapper  # type: ignore[return-value]
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            r = Run(name, budget)
+            result: Any = None
+            with r:
+                result = func(*args, **kwargs)
+            return result if r.outcome is None or r.outcome.completed else r.outcome
+
+        return wrapper  # type: ignore[return-value]
+
+
+def run(name: str, budget: Budget | None = None) -> Run:
+    """Open a budgeted run: `with otel_budget.run("agent", budget=Budget(max_steps=25)) as run: ...`.
+
+    Nested runs draw from their ancestors' budgets too. With no budget, the one given to `instrument()` applies.
+    """
+    return Run(name, budget)
+
+
+def _holdback(node: RunNode) -> dict[str, float] | None:
+    """Reserve a small slice at the start so a model-written wrap-up never breaks the cap."""
+    amounts: dict[str, float] = {"steps": 1.0, "input_tokens": 800.0, "output_tokens": float(_WRAP_UP_MAX_TOKENS)}
+    amounts["total_tokens"] = amounts["input_tokens"] + amounts["output_tokens"]
+    usd = node.budget.max_usd
+    if usd is not None:
+        amounts["usd"] = min(usd * 0.05, 0.05)
+    if lg.reserve(node.accounts, amounts, node.lock) is not None:
+        return None
+    return amounts

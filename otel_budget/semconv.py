@@ -1,0 +1,96 @@
+"""Every span attribute, span name, event and metric name otel-budget emits. Nothing else spells them."""
+
+from __future__ import annotations
+
+# --- GenAI semantic conventions ------------------------------------------------------------------------
+GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
+GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
+GEN_AI_AGENT_NAME = "gen_ai.agent.name"
+GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
+GEN_AI_REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
+GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
+GEN_AI_RESPONSE_ID = "gen_ai.response.id"
+GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
+GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS = "gen_ai.usage.cache_read.input_tokens"
+GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS = "gen_ai.usage.cache_write.input_tokens"
+GEN_AI_USAGE_REASONING_OUTPUT_TOKENS = "gen_ai.usage.reasoning.output_tokens"
+GEN_AI_TOOL_NAME = "gen_ai.tool.name"
+GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
+GEN_AI_TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"
+GEN_AI_TOOL_CALL_RESULT = "gen_ai.tool.call.result"
+GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"
+GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"
+GEN_AI_TOKEN_TYPE = "gen_ai.token.type"
+ERROR_TYPE = "error.type"
+
+OP_CHAT = "chat"
+OP_INVOKE_AGENT = "invoke_agent"
+OP_EXECUTE_TOOL = "execute_tool"
+OP_GENERATE_CONTENT = "generate_content"
+
+PROVIDER_OPENAI = "openai"
+PROVIDER_ANTHROPIC = "anthropic"
+PROVIDER_GEMINI = "gcp.gemini"
+
+# --- OpenInference -------------------------------------------------------------------------------------
+OI_SPAN_KIND = "openinference.span.kind"
+OI_KIND_LLM = "LLM"
+OI_KIND_AGENT = "AGENT"
+OI_KIND_TOOL = "TOOL"
+OI_LLM_MODEL_NAME = "llm.model_name"
+OI_LLM_PROVIDER = "llm.provider"
+OI_TOKEN_PROMPT = "llm.token_count.prompt"
+OI_TOKEN_COMPLETION = "llm.token_count.completion"
+OI_TOKEN_TOTAL = "llm.token_count.total"
+OI_TOKEN_CACHE_READ = "llm.token_count.prompt_details.cache_read"
+OI_TOKEN_CACHE_WRITE = "llm.token_count.prompt_details.cache_write"
+OI_COST_PROMPT = "llm.cost.prompt"
+OI_COST_COMPLETION = "llm.cost.completion"
+OI_COST_TOTAL = "llm.cost.total"
+OI_TOOL_NAME = "tool.name"
+OI_INPUT_VALUE = "input.value"
+OI_OUTPUT_VALUE = "output.value"
+
+# --- otel-budget ---------------------------------------------------------------------------------------
+STOP_REASON = "stop.reason"
+STOP_LIMIT = "otel_budget.stop.limit"
+STOP_DETAIL = "otel_budget.stop.detail"
+LIMIT_PREFIX = "otel_budget.limit."
+USED_PREFIX = "otel_budget.used."
+UTILIZATION = "otel_budget.utilization"
+UNPRICED_CALLS = "otel_budget.unpriced_calls"
+COST_USD = "otel_budget.cost.usd"
+COST_SOURCE = "otel_budget.cost.source"
+TURN = "otel_budget.turn"
+RUN_DEPTH = "otel_budget.run.depth"
+WRAP_UP = "otel_budget.wrap_up"
+EVENT_STOP = "otel_budget.stop"
+
+COST_REPORTED = "reported"
+COST_PRICED = "priced"
+COST_UNPRICED = "unpriced"
+
+#: Dimensions recorded as otel_budget.limit.<dim> / otel_budget.used.<dim> and as the `dimension` label.
+SPAN_DIMS = ("steps", "tool_calls", "seconds", "input_tokens", "output_tokens", "total_tokens", "usd")
+
+# --- metrics (instrument names; Prometheus shows them with dots as underscores) -------------------------
+METRIC_TOKEN_USAGE = "gen_ai.client.token.usage"  # gen_ai_client_token_usage
+METRIC_OPERATION_DURATION = "gen_ai.client.operation.duration"  # gen_ai_client_operation_duration_seconds
+METRIC_COST = "otel_budget.cost.usd"  # otel_budget_cost_usd_total
+METRIC_RUNS = "otel_budget.runs"  # otel_budget_runs_total
+METRIC_RUN_UTILIZATION = "otel_budget.run.utilization"  # otel_budget_run_utilization
+METRIC_RUNS_NEAR_CAP = "otel_budget.runs.near_cap"  # otel_budget_runs_near_cap_total
+METRIC_LEDGER_FAIL_OPEN = "otel_budget.ledger.fail_open"  # otel_budget_ledger_fail_open_total
+
+LABEL_RUN_NAME = "run_name"
+LABEL_STOP_REASON = "stop_reason"
+LABEL_DIMENSION = "dimension"
+
+TOKEN_BUCKETS = tuple(float(4**i) for i in range(14))  # 1, 4, 16, ... 67108864
+DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
+
+#: Environment variable of the GenAI conventions that opts into content capture.
+ENV_CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+TRACER_NAME = "otel_budget"

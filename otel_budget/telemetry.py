@@ -1,0 +1,270 @@
+"""Spans and metrics from runs, model calls and tool calls. Names come from `semconv` only.
+
+Everything here is best effort: a telemetry failure is logged at debug level and never reaches the agent.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import weakref
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import metrics, trace
+from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from . import semconv as sc
+from .budget import StopReason
+
+if TYPE_CHECKING:
+    from .calls import ModelCall
+    from .run import RunNode
+
+log = logging.getLogger(__name__)
+
+
+class Telemetry:
+    """The tracer and the metric instruments of one `instrument()` call."""
+
+    def __init__(self, tracer_provider: Any = None, meter_provider: Any = None) -> None:
+        from . import __version__
+
+        self.tracer = trace.get_tracer(sc.TRACER_NAME, __version__, tracer_provider=tracer_provider)
+        meter = metrics.get_meter(sc.TRACER_NAME, __version__, meter_provider=meter_provider)
+        self.token_usage = meter.create_histogram(
+            sc.METRIC_TOKEN_USAGE,
+            unit="{token}",
+            description="Number of input and output tokens used.",
+            explicit_bucket_boundaries_advisory=list(sc.TOKEN_BUCKETS),
+        )
+        self.duration = meter.create_histogram(
+            sc.METRIC_OPERATION_DURATION,
+            unit="s",
+            description="GenAI operation duration.",
+            explicit_bucket_boundaries_advisory=list(sc.DURATION_BUCKETS),
+        )
+        self.cost = meter.create_counter(sc.METRIC_COST, description="Money spent on model calls, in USD.")
+        self.runs = meter.create_counter(sc.METRIC_RUNS, description="Finished runs by stop reason.")
+        self.near_cap = meter.create_counter(sc.METRIC_RUNS_NEAR_CAP, description="Runs that crossed Budget.near.")
+        self.fail_open = meter.create_counter(
+            sc.METRIC_LEDGER_FAIL_OPEN, description="Calls let through while the shared ledger was unreachable."
+        )
+        self._active: weakref.WeakSet[RunNode] = weakref.WeakSet()
+        self._seen_names: set[str] = set()
+        self._lock = threading.Lock()
+        meter.create_observable_gauge(
+            sc.METRIC_RUN_UTILIZATION,
+            callbacks=[self._observe_utilization],
+            description="Highest utilization (used / limit) among the active runs of a name, per dimension.",
+        )
+
+    # --- runs -------------------------------------------------------------------------------------------
+
+    def start_run(self, node: RunNode) -> Any:
+        attrs: dict[str, Any] = {
+            sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT,
+            sc.GEN_AI_AGENT_NAME: node.name,
+            sc.OI_SPAN_KIND: sc.OI_KIND_AGENT,
+            sc.RUN_DEPTH: node.depth,
+        }
+        for dim, limit in node.span_limits().items():
+            attrs[sc.LIMIT_PREFIX + dim] = limit
+        span = self.tracer.start_span(f"{sc.OP_INVOKE_AGENT} {node.name}", kind=SpanKind.INTERNAL, attributes=attrs)
+        with self._lock:
+            self._active.add(node)
+            self._seen_names.add(node.name)
+        return span
+
+    def end_run(self, node: RunNode, span: Any) -> None:
+        with self._lock:
+            self._active.discard(node)
+        outcome = node.outcome
+        if outcome is None:
+            return
+        reason = outcome.stop_reason.value
+        try:
+            usage = outcome.usage
+            used = {
+                "steps": usage.model_calls,
+                "tool_calls": usage.tool_calls,
+                "seconds": usage.seconds,
+                "input_tokens": usage.input_tokens,
+                "output_tokens": usage.output_tokens,
+                "total_tokens": usage.input_tokens + usage.output_tokens,
+                "usd": usage.cost_usd,
+            }
+            attrs: dict[str, Any] = {sc.STOP_REASON: reason, sc.UNPRICED_CALLS: usage.unpriced_calls}
+            for dim, value in used.items():
+                attrs[sc.USED_PREFIX + dim] = value
+            attrs[sc.UTILIZATION] = node.utilization_max(final=True)
+            if outcome.limit:
+                attrs[sc.STOP_LIMIT] = outcome.limit
+            span.set_attributes(attrs)
+            if outcome.stop_reason is not StopReason.DONE:
+                event = {sc.STOP_REASON: reason, sc.STOP_DETAIL: outcome.detail}
+                if outcome.limit:
+                    event[sc.STOP_LIMIT] = outcome.limit
+                span.add_event(sc.EVENT_STOP, event)
+            if outcome.stop_reason is StopReason.ERROR:
+                span.set_status(Status(StatusCode.ERROR, outcome.detail or "error"))
+            self.runs.add(1, {sc.LABEL_RUN_NAME: node.name, sc.LABEL_STOP_REASON: reason})
+        except Exception:  # noqa: BLE001
+            log.debug("otel-budget: could not record the run span", exc_info=True)
+        finally:
+            span.end()
+
+    def _observe_utilization(self, options: CallbackOptions) -> Iterable[Observation]:
+        with self._lock:
+            nodes = list(self._active)
+            names = set(self._seen_names)
+        best: dict[tuple[str, str], float] = {}
+        for node in nodes:
+            try:
+                for dim, value in node.utilization().items():
+                    key = (node.name, dim)
+                    if value > best.get(key, -1.0):
+                        best[key] = value
+            except Exception:  # noqa: BLE001
+                log.debug("otel-budget: utilization failed", exc_info=True)
+        active_names = {name for name, _ in best}
+        out = [
+            Observation(value, {sc.LABEL_RUN_NAME: name, sc.LABEL_DIMENSION: dim}) for (name, dim), value in best.items()
+        ]
+        for name in names - active_names:
+            out.extend(
+                Observation(0.0, {sc.LABEL_RUN_NAME: name, sc.LABEL_DIMENSION: dim}) for dim in sc.SPAN_DIMS
+            )
+        return out
+
+    def crossed_near(self, node: RunNode) -> None:
+        self.near_cap.add(1, {sc.LABEL_RUN_NAME: node.name})
+
+    # --- model calls ------------------------------------------------------------------------------------
+
+    def start_call(self, call: ModelCall) -> Any:
+        attrs = {
+            sc.GEN_AI_OPERATION_NAME: call.operation,
+            sc.GEN_AI_PROVIDER_NAME: call.provider,
+            sc.GEN_AI_REQUEST_MODEL: call.model,
+            sc.OI_SPAN_KIND: sc.OI_KIND_LLM,
+            sc.OI_LLM_PROVIDER: call.provider,
+        }
+        if call.max_output_tokens is not None:
+            attrs[sc.GEN_AI_REQUEST_MAX_TOKENS] = call.max_output_tokens
+        return self.tracer.start_span(f"{call.operation} {call.model}", kind=SpanKind.CLIENT, attributes=attrs)
+
+    def end_call(self, call: ModelCall, span: Any, duration: float, run_name: str | None) -> None:
+        try:
+            u = call.usage
+            attrs: dict[str, Any] = {
+                sc.OI_LLM_MODEL_NAME: call.response_model or call.model,
+                sc.COST_SOURCE: call.cost_source,
+            }
+            if call.turn:
+                attrs[sc.TURN] = call.turn
+            if call.response_model:
+                attrs[sc.GEN_AI_RESPONSE_MODEL] = call.response_model
+            if call.response_id:
+                attrs[sc.GEN_AI_RESPONSE_ID] = call.response_id
+            if call.finish_reasons:
+                attrs[sc.GEN_AI_RESPONSE_FINISH_REASONS] = list(call.finish_reasons)
+            if u is not None:
+                attrs.update(
+                    {
+                        sc.GEN_AI_USAGE_INPUT_TOKENS: u.input_tokens,
+                        sc.GEN_AI_USAGE_OUTPUT_TOKENS: u.output_tokens,
+                        sc.OI_TOKEN_PROMPT: u.input_tokens,
+                        sc.OI_TOKEN_COMPLETION: u.output_tokens,
+                        sc.OI_TOKEN_TOTAL: u.input_tokens + u.output_tokens,
+                    }
+                )
+                if u.cache_read:
+                    attrs[sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = u.cache_read
+                    attrs[sc.OI_TOKEN_CACHE_READ] = u.cache_read
+                if u.cache_write:
+                    attrs[sc.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS] = u.cache_write
+                    attrs[sc.OI_TOKEN_CACHE_WRITE] = u.cache_write
+                if u.reasoning:
+                    attrs[sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = u.reasoning
+            if call.cost_usd is not None:
+                attrs[sc.COST_USD] = call.cost_usd
+                attrs[sc.OI_COST_TOTAL] = call.cost_usd
+                if call.cost_input_usd is not None:
+                    attrs[sc.OI_COST_PROMPT] = call.cost_input_usd
+                    attrs[sc.OI_COST_COMPLETION] = call.cost_usd - call.cost_input_usd
+            if call.capture is not None:
+                attrs.update(call.capture)
+            span.set_attributes(attrs)
+            if call.error is not None:
+                attrs_err = type(call.error).__name__
+                span.set_attribute(sc.ERROR_TYPE, attrs_err)
+                span.set_status(Status(StatusCode.ERROR, str(call.error)[:500]))
+            metric_attrs = {
+                sc.GEN_AI_OPERATION_NAME: call.operation,
+                sc.GEN_AI_PROVIDER_NAME: call.provider,
+                sc.GEN_AI_REQUEST_MODEL: call.model,
+            }
+            if call.response_model:
+                metric_attrs[sc.GEN_AI_RESPONSE_MODEL] = call.response_model
+            if call.error is not None:
+                metric_attrs[sc.ERROR_TYPE] = type(call.error).__name__
+            self.duration.record(duration, metric_attrs)
+            if u is not None:
+                self.token_usage.record(u.input_tokens, {**metric_attrs, sc.GEN_AI_TOKEN_TYPE: "input"})
+                self.token_usage.record(u.output_tokens, {**metric_attrs, sc.GEN_AI_TOKEN_TYPE: "output"})
+            if call.cost_usd:
+                self.cost.add(
+                    call.cost_usd,
+                    {
+                        sc.GEN_AI_REQUEST_MODEL: call.model,
+                        sc.GEN_AI_PROVIDER_NAME: call.provider,
+                        sc.LABEL_RUN_NAME: run_name or "",
+                    },
+                )
+        except Exception:  # noqa: BLE001
+            log.debug("otel-budget: could not record the call span", exc_info=True)
+        finally:
+            span.end()
+
+    # --- tools ------------------------------------------------------------------------------------------
+
+    def start_tool(self, name: str, call_id: str | None, arguments: Any, capture: bool) -> Any:
+        attrs: dict[str, Any] = {
+            sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL,
+            sc.GEN_AI_TOOL_NAME: name,
+            sc.OI_SPAN_KIND: sc.OI_KIND_TOOL,
+            sc.OI_TOOL_NAME: name,
+        }
+        if call_id:
+            attrs[sc.GEN_AI_TOOL_CALL_ID] = call_id
+        if capture:
+            text = _json(arguments)
+            attrs[sc.GEN_AI_TOOL_CALL_ARGUMENTS] = text
+            attrs[sc.OI_INPUT_VALUE] = text
+        return self.tracer.start_span(f"{sc.OP_EXECUTE_TOOL} {name}", kind=SpanKind.INTERNAL, attributes=attrs)
+
+    def end_tool(self, span: Any, result: Any, error: BaseException | None, capture: bool, cost: float) -> None:
+        try:
+            if cost:
+                span.set_attribute(sc.COST_USD, cost)
+            if capture and error is None:
+                text = _json(result)
+                span.set_attribute(sc.GEN_AI_TOOL_CALL_RESULT, text)
+                span.set_attribute(sc.OI_OUTPUT_VALUE, text)
+            if error is not None:
+                span.set_attribute(sc.ERROR_TYPE, type(error).__name__)
+                span.set_status(Status(StatusCode.ERROR, str(error)[:500]))
+        finally:
+            span.end()
+
+
+def _json(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, default=str)
+    except Exception:  # noqa: BLE001
+        return repr(value)

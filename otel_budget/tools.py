@@ -1,0 +1,91 @@
+"""`@tool`: a plain or paid tool, checked against the run's budget before it runs, spanned, and charged."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
+
+from . import config
+from .run import current_run
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _arguments(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    try:
+        bound = inspect.signature(func).bind_partial(*args, **kwargs)
+        return dict(bound.arguments)
+    except (TypeError, ValueError):
+        return {"args": list(args), **kwargs}
+
+
+@overload
+def tool(func: F) -> F: ...
+@overload
+def tool(*, cost_usd: float = 0.0, name: str | None = None) -> Callable[[F], F]: ...
+
+
+def tool(func: Any = None, *, cost_usd: float = 0.0, name: str | None = None) -> Any:
+    """Decorate a tool function. Inside a run it counts as a tool call, is checked before it runs (tool-call
+    cap, repetition, time, and `cost_usd` against max_usd) and charged after; outside a run it is only spanned.
+    """
+    if cost_usd < 0:
+        raise ValueError("tool(cost_usd=...) must not be negative")
+
+    def decorate(fn: F) -> F:
+        tool_name = name or fn.__name__
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                state = _before(fn, tool_name, cost_usd, args, kwargs)
+                try:
+                    result = await fn(*args, **kwargs)
+                except BaseException as exc:
+                    _after(state, None, exc)
+                    raise
+                _after(state, result, None)
+                return result
+
+            return async_wrapper  # type: ignore[return-value]
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            state = _before(fn, tool_name, cost_usd, args, kwargs)
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:
+                _after(state, None, exc)
+                raise
+            _after(state, result, None)
+            return result
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate(func) if func is not None else decorate
+
+
+def _before(fn: Callable[..., Any], name: str, cost: float, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple:
+    node = current_run()
+    settings = config.get()
+    arguments = _arguments(fn, args, kwargs)
+    reserved = node.admit_tool(name, arguments, cost) if node is not None else {}
+    span = None
+    try:
+        span = settings.telemetry.start_tool(name, kwargs.get("tool_call_id"), arguments, settings.capture_content)
+    except Exception:  # noqa: BLE001
+        span = None
+    return node, name, reserved, span, cost
+
+
+def _after(state: tuple, result: Any, error: BaseException | None) -> None:
+    node, name, reserved, span, cost = state
+    if node is not None:
+        node.settle_tool(name, reserved)
+    if span is not None:
+        try:
+            config.get().telemetry.end_tool(span, result, error, config.get().capture_content, cost)
+        except Exception:  # noqa: BLE001
+            pass

@@ -1,0 +1,65 @@
+"""The honest wrap-up: what a run did, what is missing, and which limit stopped it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .budget import LIMITS, RunOutcome, StopReason
+
+if TYPE_CHECKING:
+    from .run import RunNode
+
+_REASON_TEXT = {
+    StopReason.CANCELLED: "Stopped: the run was cancelled before it finished.",
+    StopReason.ERROR: "Stopped by an error before the run finished.",
+    StopReason.AWAITING_APPROVAL: "Paused: the run is waiting for a person's approval before it goes on.",
+    StopReason.DENIED: "Stopped: a person denied a tool call the run needed.",
+}
+
+
+def _limit_line(node: RunNode, outcome: RunOutcome) -> str:
+    limit = outcome.limit
+    u = outcome.usage
+    if limit in LIMITS:
+        dim, _, unit = LIMITS[limit]
+        cap = getattr(node.budget, limit, None)
+        used = {
+            "steps": u.model_calls,
+            "tool_calls": u.tool_calls,
+            "seconds": round(u.seconds, 1),
+            "input_tokens": u.input_tokens,
+            "output_tokens": u.output_tokens,
+            "total_tokens": u.input_tokens + u.output_tokens,
+            "usd": f"${u.cost_usd:.4f}",
+        }[dim]
+        cap_text = f"${cap:.2f}" if dim == "usd" and cap is not None else f"{cap}"
+        own = f"{used} of {cap_text} {unit} used" if cap is not None else "set by an enclosing run"
+        return f"Stopped at a limit: {limit} ({own})."
+    if outcome.stop_reason is StopReason.REPEAT:
+        return f"Stopped at a limit: max_repeats (the same tool call {node.budget.max_repeats} times in a row)."
+    if outcome.stop_reason is StopReason.DEPTH:
+        return "Stopped at a limit: max_depth (delegation deeper than the budget allows)."
+    return f"Stopped at a limit: {limit or outcome.stop_reason.value}."
+
+
+def template_wrap_up(node: RunNode, outcome: RunOutcome, model_text: str | None = None) -> str:
+    """The wrap-up text. A stopped run's text always starts by saying so; partial work is never called done."""
+    u = outcome.usage
+    tools = node.tools_executed or node.tools_requested
+    tool_text = ", ".join(f"{name} x{count}" for name, count in tools.most_common(8)) or "none"
+    cost = f"${u.cost_usd:.4f}" + (f" (+{u.unpriced_calls} unpriced calls)" if u.unpriced_calls else "")
+    done = (
+        f"{u.model_calls} model calls, {u.input_tokens:,} input and {u.output_tokens:,} output tokens, {cost}, "
+        f"{u.seconds:.1f} s; tools: {tool_text}."
+    )
+    if outcome.stop_reason is StopReason.DONE:
+        return f"Completed: {done}"
+    head = _REASON_TEXT.get(outcome.stop_reason) or _limit_line(node, outcome)
+    parts = [head, "The task is NOT complete; whatever the run produced so far is partial.", f"Done so far: {done}"]
+    if outcome.detail:
+        parts.append(f"Missing: the rest of the task. {outcome.detail[0].upper()}{outcome.detail[1:]}")
+    else:
+        parts.append("Missing: the rest of the task.")
+    if model_text:
+        parts.append(f"Summary: {model_text.strip()}")
+    return " ".join(parts)
