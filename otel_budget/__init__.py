@@ -17,7 +17,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 from . import config as _config
-from .budget import Budget, BudgetExceeded, Price, RunOutcome, StopReason, UnknownPriceError, Usage
+from .budget import Budget, BudgetExceeded, Price, RunOutcome, Scope, StopReason, UnknownPriceError, Usage
 from .instrumentation import instrument_all as _instrument_all
 from .instrumentation._patch import Patches as _Patches
 from .ledger import LedgerStore, MemoryLedger
@@ -34,6 +34,7 @@ __all__ = [
     "Price",
     "Run",
     "RunOutcome",
+    "Scope",
     "StopReason",
     "UnknownPriceError",
     "Usage",

@@ -40,6 +40,35 @@ LIMITS: dict[str, tuple[str, StopReason, str]] = {
 }
 
 
+class Scope(BaseModel):
+    """A named budget shared by many runs (a fleet), held in the ledger store given to `instrument(ledger=...)`.
+
+    Every run whose Budget names this scope draws from it in addition to its own limits, in this process and,
+    with `RedisLedger`, in every process that uses the same Redis.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1)
+    """The scope's key in the store, e.g. "nightly-invoices"."""
+    max_steps: PositiveInt | None = None
+    max_tool_calls: PositiveInt | None = None
+    max_input_tokens: PositiveInt | None = None
+    max_output_tokens: PositiveInt | None = None
+    max_total_tokens: PositiveInt | None = None
+    max_usd: PositiveFloat | None = None
+    window_seconds: PositiveFloat | None = None
+    """Counters start anew every `window_seconds` (aligned to the epoch), e.g. 86400 for "per day"."""
+
+    def limits(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for field, (dim, _, _) in LIMITS.items():
+            value = getattr(self, field, None)
+            if value is not None:
+                out[dim] = float(value)
+        return out
+
+
 class Budget(BaseModel):
     """The limits of one run tree. Every limit is optional; `None` means unlimited.
 
@@ -72,6 +101,8 @@ class Budget(BaseModel):
     """How the wrap-up text is written: from the ledger (no call) or by one short tool-less model call."""
     auto_max_tokens: bool = True
     """Set the request's output limit to what the budget leaves when the caller set none."""
+    scope: Scope | None = None
+    """A shared (fleet) budget this run also draws from; see `Scope`."""
 
     @model_validator(mode="after")
     def _check_tokens(self) -> Budget:

@@ -32,8 +32,12 @@ class Refusal:
     used: float
     requested: float
     scope: str = ""
+    message: str = ""
+    """Set by a store that refuses for its own reason (e.g. unreachable with fail="closed")."""
 
     def describe(self) -> str:
+        if self.message:
+            return self.message
         return (
             f"{self.dim}: {_fmt(self.used)} used or reserved of {_fmt(self.limit)}, "
             f"the next call needs up to {_fmt(self.requested)}"
@@ -116,6 +120,8 @@ class Reservation:
     scope: str
     id: str
     amounts: dict[str, float]
+    enforced: bool = True
+    """False when a store let the call through without its shared cap (fail="open" while unreachable)."""
 
 
 @runtime_checkable

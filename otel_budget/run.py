@@ -11,6 +11,7 @@ import functools
 import inspect
 import itertools
 import json
+import logging
 import math
 import threading
 import time
@@ -29,7 +30,10 @@ from .wrapup import template_wrap_up
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+log = logging.getLogger(__name__)
 _current: ContextVar[RunNode | None] = ContextVar("otel_budget_run", default=None)
+#: The shared-scope store when `instrument(ledger=...)` names none: scopes shared within this process.
+_LOCAL_STORE = lg.MemoryLedger()
 _ids = itertools.count(1)
 
 #: Ledger dimension -> (stop reason, Budget field).
@@ -62,11 +66,14 @@ def canonical_arguments(arguments: Any) -> str:
 class Admission:
     """What a call reserved; settle or release it exactly once."""
 
-    __slots__ = ("node", "amounts", "max_output_tokens", "set_max_tokens", "timeout", "turn", "input_estimate")
+    __slots__ = (
+        "node", "amounts", "max_output_tokens", "set_max_tokens", "timeout", "turn", "input_estimate", "shared",
+    )
 
     def __init__(self, node: RunNode, amounts: dict[str, float]) -> None:
         self.node = node
         self.amounts = amounts
+        self.shared: list[lg.Reservation] = []
         self.max_output_tokens: int | None = None
         self.set_max_tokens = False
         self.timeout: float | None = None
@@ -112,6 +119,12 @@ class RunNode:
         self.holdback: dict[str, float] | None = None
         self.depth_refused = self._depth_exceeded()
         self.charges: Counter[str] = Counter()
+        scopes: dict[str, Any] = {}
+        for n in self.chain:
+            if n.budget.scope is not None:
+                scopes.setdefault(n.budget.scope.name, n.budget.scope)
+        self.scopes = tuple(scopes.values())
+        self.unenforced = 0  # calls a shared store let through without its cap (fail="open")
 
     # --- limits -----------------------------------------------------------------------------------------
 
@@ -259,6 +272,8 @@ class RunNode:
         refusal = lg.reserve(self.accounts, adm.amounts, self.lock)
         if refusal is not None:
             raise self._refusal_error(refusal, what)
+        if self.scopes:
+            adm.shared = self._reserve_shared(adm.amounts, what, local=adm.amounts)
         if self.deadline is not math.inf:
             adm.timeout = max(0.001, self.time_left())
         with self.lock:
@@ -267,6 +282,39 @@ class RunNode:
 
     def _release(self, adm: Admission) -> None:
         lg.settle(self.accounts, adm.amounts, {}, self.lock)
+        self._settle_shared(adm.shared, {})
+
+    # --- shared (fleet) scopes ----------------------------------------------------------------------------
+
+    def _reserve_shared(self, amounts: dict[str, float], what: str, local: dict[str, float]) -> list[lg.Reservation]:
+        """Reserve in every shared scope too; on a refusal undo everything and raise."""
+        store = config.get().ledger or _LOCAL_STORE
+        held: list[lg.Reservation] = []
+        for scope in self.scopes:
+            result = store.reserve(scope.name, amounts, scope.limits(), window=scope.window_seconds)
+            if isinstance(result, lg.Refusal):
+                lg.settle(self.accounts, local, {}, self.lock)
+                self._settle_shared(held, {})
+                result.scope = result.scope or scope.name
+                raise self._refusal_error(result, what)
+            if not result.enforced:
+                self.unenforced += 1
+            held.append(result)
+        return held
+
+    def _settle_shared(self, held: list[lg.Reservation], actual: dict[str, float]) -> None:
+        if not held:
+            return
+        store = config.get().ledger or _LOCAL_STORE
+        for reservation in held:
+            try:
+                store.settle(reservation, actual)
+            except Exception:  # noqa: BLE001 - a store failure must not break the agent
+                log.warning("otel-budget: settling in the shared ledger failed", exc_info=True)
+
+    def _charge_shared(self, actual: dict[str, float]) -> None:
+        if self.scopes:
+            self._settle_shared([lg.Reservation(scope.name, "", {}) for scope in self.scopes], actual)
 
     def settle(
         self,
@@ -290,6 +338,8 @@ class RunNode:
         if cost is not None:
             actual["usd"] = cost
         lg.settle(self.accounts, adm.amounts, actual, self.lock)
+        if adm.shared:
+            self._settle_shared(adm.shared, actual)
         if input_chars and input_tokens > 0:
             self.root.chars_per_token = min(8.0, max(1.0, input_chars / input_tokens))
         with self.lock:
@@ -308,6 +358,7 @@ class RunNode:
         if not calls:
             return
         lg.settle(self.accounts, {}, {"tool_calls": float(len(calls))}, self.lock)
+        self._charge_shared({"tool_calls": float(len(calls))})
         limit = self.budget.max_repeats
         for name, args in calls:
             self.tools_requested[name] += 1
@@ -357,11 +408,14 @@ class RunNode:
             refusal = lg.reserve(self.accounts, amounts, self.lock)
             if refusal is not None:
                 raise self._refusal_error(refusal, what)
+            if self.scopes:
+                self._settle_shared(self._reserve_shared(amounts, what, local=amounts), {})
         self._exec_streak, self._last_exec = streak, key
         return amounts
 
     def settle_tool(self, name: str, reserved: dict[str, float]) -> None:
         lg.settle(self.accounts, reserved, reserved, self.lock)
+        self._charge_shared(reserved)
         self.tools_executed[name] += 1
         self._check_near()
 
@@ -370,6 +424,7 @@ class RunNode:
         if usd < 0:
             raise ValueError("charge(usd=...) must not be negative")
         lg.settle(self.accounts, {}, {"usd": float(usd)}, self.lock)
+        self._charge_shared({"usd": float(usd)})
         self.charges[name] += usd
         self._check_near()
 
