@@ -3,9 +3,21 @@
 from __future__ import annotations
 
 import enum
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, computed_field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    computed_field,
+    field_validator,
+    model_validator,
+)
+
+if TYPE_CHECKING:  # defined in approval.py, which completes these models (model_rebuild) when imported
+    from .approval import ApprovalPolicy, PausedRun
 
 
 class StopReason(str, enum.Enum):
@@ -103,6 +115,16 @@ class Budget(BaseModel):
     """Set the request's output limit to what the budget leaves when the caller set none."""
     scope: Scope | None = None
     """A shared (fleet) budget this run also draws from; see `Scope`."""
+    approve: ApprovalPolicy | None = None
+    """Tool calls that need a person's yes before they run: tool names (`approve=["git_push"]`) or an
+    `ApprovalPolicy`. The run pauses with `awaiting_approval` before such a call; `otel_budget.resume` goes on."""
+
+    @field_validator("approve", mode="before")
+    @classmethod
+    def _approval_policy(cls, value: Any) -> Any:
+        from .approval import ApprovalPolicy
+
+        return ApprovalPolicy.coerce(value)
 
     @model_validator(mode="after")
     def _check_tokens(self) -> Budget:
@@ -118,11 +140,11 @@ class Budget(BaseModel):
         return self
 
     def limits(self) -> dict[str, float]:
-        """The ledger dimensions this budget limits, with their limits."""
+        """The ledger dimensions this budget limits, with their limits (time is the clock's, not the ledger's)."""
         out: dict[str, float] = {}
         for field, (dim, _, _) in LIMITS.items():
             value = getattr(self, field)
-            if value is not None:
+            if value is not None and dim != "seconds":
                 out[dim] = float(value)
         return out
 
@@ -185,6 +207,8 @@ class RunOutcome(BaseModel):
     trace_id: str | None = None
     detail: str = ""
     """One sentence on the stop: the limit, the value it would have reached, what was refused."""
+    paused: PausedRun | None = None
+    """For `awaiting_approval`: the serializable paused run to give to `otel_budget.resume`."""
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -79,7 +79,7 @@ class Guard:
     __slots__ = ("call", "node", "admission", "span", "started", "input_chars", "_done", "_lock", "__weakref__")
 
     def __init__(self, call: ModelCall, node: RunNode | None, admission: Admission | None, span: Any,
-                 input_chars: int) -> None:
+                 input_chars: Callable[[], int]) -> None:
         self.call = call
         self.node = node
         self.admission = admission
@@ -130,6 +130,11 @@ class Guard:
         if self._claim():
             self._settle()
 
+    def _known_chars(self) -> int:
+        """The request size if it was measured for the admission (never measured just for this)."""
+        memo = getattr(self.input_chars, "memo", None)
+        return memo[0] if memo else 0
+
     def _settle(self) -> None:
         call, node = self.call, self.node
         settings = config.get()
@@ -138,8 +143,8 @@ class Guard:
             if usage is None and (call.error is None or call.output_chars or call.stream):
                 # No usage reported (abandoned stream, raw response): the best estimate, never zero.
                 est_in = self.admission.input_estimate if self.admission is not None else 0
-                if not est_in and self.input_chars:
-                    est_in = self.input_chars // 4
+                if not est_in:
+                    est_in = self.input_chars() // 4
                 if est_in or call.output_chars:
                     usage = TokenUsage(est_in, (call.output_chars + 3) // 4)
                     call.usage = usage
@@ -167,10 +172,10 @@ class Guard:
                     cache_write=u.cache_write,
                     reasoning=u.reasoning,
                     cost=call.cost_usd,
-                    input_chars=self.input_chars if call.usage is not None and call.error is None else None,
+                    input_chars=chars if (chars := self._known_chars()) and call.error is None else None,
                 )
                 if call.tool_calls:
-                    node.record_tool_requests([(name, args) for name, args, _ in call.tool_calls])
+                    node.record_tool_requests(list(call.tool_calls))
         except Exception:  # noqa: BLE001 - our bug must not break the agent
             log.warning("otel-budget: settling a call failed", exc_info=True)
         if self.span is not None:
@@ -196,7 +201,7 @@ def begin(call: ModelCall, input_chars: Callable[[], int], summarize: Callable[[
         return None
     node = current_run()
     admission = None
-    chars = 0
+    chars: Callable[[], int] = input_chars
     if node is not None:
         memo: list[int] = []
 
@@ -205,16 +210,21 @@ def begin(call: ModelCall, input_chars: Callable[[], int], summarize: Callable[[
                 memo.append(input_chars())
             return memo[0]
 
+        counted.memo = memo  # type: ignore[attr-defined]
         admission = node.admit(call.provider, call.model, call.max_output_tokens, counted)
         if admission.set_max_tokens:
             call.max_output_tokens = admission.max_output_tokens
-        chars = memo[0] if memo else 0
+        chars = counted
         if summarize is not None:
             node.summarize = summarize
     settings = config.get()
     span = None
     try:
         span = settings.telemetry.start_call(call)
+        if admission is not None and admission.shared:
+            from . import semconv as sc
+
+            span.set_attribute(sc.LEDGER_ENFORCED, all(r.enforced for r in admission.shared))
         if settings.capture_content and capture_input is not None:
             from . import semconv as sc
 

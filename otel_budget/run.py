@@ -18,15 +18,19 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from contextvars import ContextVar, Token
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from . import config
 from . import ledger as lg
+from . import semconv as sc
 from .budget import LIMITS, Budget, BudgetExceeded, RunOutcome, StopReason, UnknownPriceError, Usage
 from .wrapup import template_wrap_up
+
+if TYPE_CHECKING:
+    from .approval import ApprovalState
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -38,6 +42,8 @@ _ids = itertools.count(1)
 
 #: Ledger dimension -> (stop reason, Budget field).
 _DIM_REASON: dict[str, tuple[StopReason, str]] = {dim: (reason, f) for f, (dim, reason, _) in LIMITS.items()}
+#: Stops recorded between calls that refuse the next model or tool call.
+_GATED_STOPS = (StopReason.REPEAT, StopReason.TOOL_CALLS, StopReason.AWAITING_APPROVAL, StopReason.DENIED)
 #: Above this many output tokens of headroom the enforcer leaves a request without an output limit as it is.
 AUTO_MAX_TOKENS_CEILING = 16384
 #: Reserved as the output of a call with no output limit when the budget leaves more than the ceiling.
@@ -119,10 +125,19 @@ class RunNode:
         self.holdback: dict[str, float] | None = None
         self.depth_refused = self._depth_exceeded()
         self.charges: Counter[str] = Counter()
+        # Approvals, denials and the pending call are shared by the run tree (see approval.py).
+        self.approval: ApprovalState | None = parent.approval if parent is not None else None
+        if self.approval is None and budget.approve is not None:
+            from .approval import ApprovalState
+
+            self.approval = ApprovalState()
+        self.saved_state: Any = None  # what the code keeps for a resume (Run.checkpoint)
+        self.extra_scopes: tuple[Any, ...] = ()  # scopes added to a started run (propagation: a tree across processes)
         scopes: dict[str, Any] = {}
         for n in self.chain:
-            if n.budget.scope is not None:
-                scopes.setdefault(n.budget.scope.name, n.budget.scope)
+            for scope in (n.budget.scope, *n.extra_scopes):
+                if scope is not None:
+                    scopes.setdefault(scope.name, scope)
         self.scopes = tuple(scopes.values())
         self.unenforced = 0  # calls a shared store let through without its cap (fail="open")
 
@@ -165,9 +180,13 @@ class RunNode:
         exc.run_path = self.path  # type: ignore[attr-defined]
         return exc
 
-    def _refusal_error(self, refusal: lg.Refusal, what: str) -> BudgetExceeded:
+    def _refusal_error(self, refusal: lg.Refusal, what: str, shared: bool = False) -> BudgetExceeded:
+        if refusal.dim not in _DIM_REASON and refusal.message:  # the store refused for its own reason
+            return self._stop(StopReason.ERROR, None, f"{what} was not sent: {refusal.message}.")
         reason, field = _DIM_REASON.get(refusal.dim, (StopReason.ERROR, refusal.dim))
         where = f" of run '{refusal.scope}'" if refusal.scope and refusal.scope != self.name else ""
+        if shared:
+            where = f" of the shared budget '{refusal.scope}'"
         detail = f"{what} was not sent: it would exceed {field}{where} ({refusal.describe()})."
         return self._stop(reason, field, detail)
 
@@ -177,7 +196,7 @@ class RunNode:
             raise self._stop(StopReason.DEPTH, "max_depth", f"{what} was not sent: {self.depth_refused}.")
         if self.deadline is not math.inf and time.monotonic() >= self.deadline + self._paused_chain():
             raise self._stop(StopReason.TIME, "max_seconds", f"{what} was not sent: the run's time is up.")
-        if self.stop_state is not None and self.stop_state[0] in (StopReason.REPEAT, StopReason.TOOL_CALLS):
+        if self.stop_state is not None and self.stop_state[0] in _GATED_STOPS:
             reason, limit, detail = self.stop_state
             raise self._stop(reason, limit, detail)
 
@@ -217,13 +236,14 @@ class RunNode:
                 StopReason.TOOL_CALLS, "max_tool_calls", f"{what} was not sent: the model requested more tool "
                 "calls than max_tool_calls allows."
             )
-        limited = set().union(*(acc.limits for acc in self.accounts))
+        limited = set().union(*(acc.limits for acc in self.accounts), *(scope.limits() for scope in self.scopes))
         amounts: dict[str, float] = {"steps": 1.0}
         adm = Admission(self, amounts)
         if not limited - {"steps", "tool_calls"}:
             self._reserve(adm, what)
             return adm
-        est_in = int(input_chars() / self.root.chars_per_token) + 1
+        # A small margin covers what the SDK adds to the body and the provider's message framing tokens.
+        est_in = int(input_chars() / self.root.chars_per_token * 1.05) + 8
         adm.input_estimate = est_in
         pricing = None
         if "usd" in limited:
@@ -250,7 +270,8 @@ class RunNode:
                 out = max(0, int(room))
                 adm.set_max_tokens = out >= 1
             else:
-                out = min(_UNBOUNDED_OUTPUT_RESERVE, int(room)) if room != math.inf else 0
+                # room is infinite when only a shared scope limits output: reserve the default worst case there
+                out = min(_UNBOUNDED_OUTPUT_RESERVE, int(room)) if room != math.inf else _UNBOUNDED_OUTPUT_RESERVE
         adm.max_output_tokens = out
         amounts["input_tokens"] = est_in
         amounts["output_tokens"] = out
@@ -296,9 +317,10 @@ class RunNode:
                 lg.settle(self.accounts, local, {}, self.lock)
                 self._settle_shared(held, {})
                 result.scope = result.scope or scope.name
-                raise self._refusal_error(result, what)
+                raise self._refusal_error(result, what, shared=True)
             if not result.enforced:
                 self.unenforced += 1
+                config.get().telemetry.fail_open.add(1, {sc.LABEL_RUN_NAME: self.root.name, sc.LABEL_SCOPE: scope.name})
             held.append(result)
         return held
 
@@ -353,14 +375,18 @@ class RunNode:
                     st["unpriced"] += 1
         self._check_near()
 
-    def record_tool_requests(self, calls: list[tuple[str, Any]]) -> None:
-        """The model asked for these tools: count them and watch for repetition."""
+    def record_tool_requests(self, calls: list[tuple[Any, ...]]) -> None:
+        """The model asked for these tools, as (name, arguments[, call id]): count them, watch for repetition
+        and for calls that need a person's approval.
+        """
         if not calls:
             return
         lg.settle(self.accounts, {}, {"tool_calls": float(len(calls))}, self.lock)
         self._charge_shared({"tool_calls": float(len(calls))})
         limit = self.budget.max_repeats
-        for name, args in calls:
+        for name, args, *call_id in calls:
+            if self.approval is not None:
+                self.approval.on_request(self, name, args, call_id[0] if call_id else None)
             self.tools_requested[name] += 1
             self.pending_tools[name] += 1
             key = f"{name}\x00{canonical_arguments(args)}"
@@ -385,6 +411,8 @@ class RunNode:
         """Check a tool execution before it runs; returns what it reserved."""
         what = f"the tool {name}"
         self._check_gates(what)
+        if self.approval is not None:
+            self.approval.on_execute(self, name, arguments)
         key = f"{name}\x00{canonical_arguments(arguments)}"
         streak = self._exec_streak + 1 if key == self._last_exec else 1
         limit = self.budget.max_repeats
@@ -428,6 +456,34 @@ class RunNode:
         self.charges[name] += usd
         self._check_near()
 
+    def carry_over(self, usage: Usage) -> None:
+        """Start this run with `usage` already consumed: a resumed run (after an interrupt or approval) keeps
+        the quota its earlier part used instead of starting fresh. Shared scopes were charged when it happened.
+        """
+        used = {
+            "steps": float(usage.model_calls),
+            "tool_calls": float(usage.tool_calls),
+            "input_tokens": float(usage.input_tokens),
+            "output_tokens": float(usage.output_tokens),
+            "total_tokens": float(usage.input_tokens + usage.output_tokens),
+            "usd": float(usage.cost_usd),
+        }
+        lg.settle(self.accounts, {}, {k: v for k, v in used.items() if v}, self.lock)
+        with self.lock:
+            for node in self.chain:
+                st = node.stats
+                st["model_calls"] += usage.model_calls
+                st["cache_read"] += usage.cache_read_tokens
+                st["cache_write"] += usage.cache_write_tokens
+                st["reasoning"] += usage.reasoning_tokens
+                st["unpriced"] += usage.unpriced_calls
+            self.root.turns += usage.model_calls
+            if usage.seconds > 0:
+                self.started -= usage.seconds
+                if self.budget.max_seconds is not None:
+                    self.deadline = min(self.deadline, self.started + self.budget.max_seconds)
+        self._check_near()
+
     def _check_near(self) -> None:
         for node in self.chain:
             if not node.near_crossed and node.account.limits and node.utilization_max() >= node.budget.near:
@@ -455,9 +511,11 @@ class RunNode:
         return RunOutcome(
             run_name=self.name, stop_reason=reason, limit=limit, usage=self.usage(), detail=detail,
             trace_id=self.trace_id,
+            paused=self.approval.paused_run(self) if reason is StopReason.AWAITING_APPROVAL and self.approval else None,
         )
 
     trace_id: str | None = None
+    span_id: str | None = None
 
 
 class Run:
@@ -471,6 +529,10 @@ class Run:
         self._otel_token: object | None = None
         self._span: Any = None
         self.outcome: RunOutcome | None = None
+
+    def _prepare(self, node: RunNode) -> dict[str, Any]:
+        """Hook for subclasses (a resumed run): set the new node up before its span starts; returns span options."""
+        return {}
 
     # --- state --------------------------------------------------------------------------------------------
 
@@ -495,6 +557,11 @@ class Run:
     def charge(self, usd: float, name: str = "charge") -> None:
         """Charge a cost that no instrumented client reports."""
         self.node.charge(usd, name)
+
+    def checkpoint(self, state: Any) -> None:
+        """Keep what the code needs to go on after an approval pause (e.g. the message list, kept by reference);
+        it is saved, as JSON, in `outcome.paused.state`."""
+        self.node.saved_state = state
 
     def stop(self, reason: StopReason | str = StopReason.CANCELLED, detail: str = "") -> None:
         """End the run early with `reason` (e.g. the code decided to give up)."""
@@ -533,13 +600,15 @@ class Run:
         budget = self._budget or (settings.default_budget if parent is None else None) or Budget()
         node = RunNode(self.name, budget, parent)
         self._node = node
+        span_options = self._prepare(node)
         try:
-            self._span = settings.telemetry.start_run(node)
+            self._span = settings.telemetry.start_run(node, **span_options)
             ctx = trace.set_span_in_context(self._span)
             self._otel_token = otel_context.attach(ctx)
             span_ctx = self._span.get_span_context()
             if span_ctx.is_valid:
                 node.trace_id = format(span_ctx.trace_id, "032x")
+                node.span_id = format(span_ctx.span_id, "016x")
         except Exception:  # noqa: BLE001 - telemetry never breaks the run
             self._span = None
         if node.budget.wrap_up == "model":

@@ -1,0 +1,73 @@
+"""Metrics of the contract, and the wrap-up in both modes."""
+
+from __future__ import annotations
+
+from _support import ask
+
+import otel_budget as ob
+from otel_budget.testing import ToolCall, Turn
+
+
+def test_contract_metrics_are_emitted(otel, llm, oai):
+    llm.default = Turn(text="x", input_tokens=1000, output_tokens=10)
+    with ob.run("metered", budget=ob.Budget(max_steps=2)):
+        ask(oai)
+        ask(oai)
+        ask(oai)
+    runs = otel.metric_points("otel_budget.runs")
+    assert [(p.attributes["run_name"], p.attributes["stop_reason"], p.value) for p in runs] == [
+        ("metered", "steps", 1)
+    ]
+    cost = otel.metric_points("otel_budget.cost.usd")
+    assert cost[0].attributes == {"gen_ai.request.model": "gpt-4o", "gen_ai.provider.name": "openai",
+                                  "run_name": "metered"}
+    assert cost[0].value > 0
+    tokens = otel.metric_points("gen_ai.client.token.usage")
+    assert {p.attributes["gen_ai.token.type"] for p in tokens} == {"input", "output"}
+    assert sum(p.count for p in tokens) == 4
+    assert otel.metric_points("gen_ai.client.operation.duration")[0].count == 2
+    near = otel.metric_points("otel_budget.runs.near_cap")
+    assert [p.value for p in near] == [1]
+
+
+def test_utilization_gauge_reflects_active_runs_only(otel, llm, oai):
+    llm.default = Turn(text="x", input_tokens=10, output_tokens=1)
+    with ob.run("active", budget=ob.Budget(max_steps=4)):
+        ask(oai)
+        ask(oai)
+        during = {p.attributes["dimension"]: p.value for p in otel.metric_points("otel_budget.run.utilization")
+                  if p.attributes["run_name"] == "active"}
+        assert during["steps"] == 0.5
+    after = {p.attributes["dimension"]: p.value for p in otel.metric_points("otel_budget.run.utilization")
+             if p.attributes["run_name"] == "active"}
+    assert after["steps"] == 0.0
+
+
+def test_template_wrap_up_is_honest_about_a_stop(otel, llm, oai):
+    llm.default = Turn(tool_calls=[ToolCall("next_page", {})], input_tokens=100, output_tokens=5)
+    with ob.run("portal", budget=ob.Budget(max_steps=2, max_repeats=None)) as run:
+        while True:
+            ask(oai)
+    text = run.outcome.wrap_up
+    assert text.startswith("Stopped at a limit: max_steps (2 of 2 model calls used).")
+    assert "NOT complete" in text
+    assert "next_page x2" in text
+    assert "Completed" not in text
+
+
+def test_model_wrap_up_makes_one_short_tool_less_call_within_the_cap(otel, llm, oai):
+    llm.responder = lambda req: (
+        Turn(text="I read 2 pages; the invoice total is still missing.", input_tokens=50, output_tokens=12)
+        if "stopped by its budget" in str(req.body) else Turn(tool_calls=[ToolCall("next_page", {})],
+                                                            input_tokens=100, output_tokens=5)
+    )
+    budget = ob.Budget(max_steps=4, max_repeats=None, wrap_up="model")
+    with ob.run("portal", budget=budget) as run:
+        while True:
+            ask(oai, tools=[{"type": "function", "function": {"name": "next_page", "parameters": {}}}])
+    text = run.outcome.wrap_up
+    assert text.startswith("Stopped at a limit: max_steps")
+    assert "invoice total is still missing" in text
+    last = llm.requests[-1].body
+    assert "tools" not in last and last.get("max_completion_tokens")
+    assert run.outcome.usage.model_calls == 4  # three agent turns plus the wrap-up, never more than the cap

@@ -1,0 +1,152 @@
+"""Streams are counted on every path: exhausted, closed early, dropped, helpers, with and without include_usage."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+
+import openai
+import pytest
+from _support import ask
+
+import otel_budget as ob
+from otel_budget.testing import ToolCall, Turn
+
+MSG = [{"role": "user", "content": "hi"}]
+
+
+def test_chat_stream_gets_usage_without_the_caller_asking_and_hides_the_extra_chunk(otel, llm, oai):
+    llm.default = Turn(text="one two three four", input_tokens=120, output_tokens=7, chunks=4)
+    with ob.run("s") as run:
+        chunks = list(oai.chat.completions.create(model="gpt-4o", messages=MSG, stream=True))
+    assert llm.requests[0].body["stream_options"] == {"include_usage": True}
+    assert all(c.choices for c in chunks)  # the usage-only chunk never reached the caller
+    assert all(c.usage is None for c in chunks)
+    assert run.outcome.usage.input_tokens == 120
+    assert run.outcome.usage.output_tokens == 7
+    span = otel.chat_spans()[0]
+    assert span.attributes["gen_ai.usage.output_tokens"] == 7
+
+
+def test_chat_stream_with_include_usage_from_the_caller_keeps_the_chunk(otel, llm, oai):
+    llm.default = Turn(text="a b", input_tokens=50, output_tokens=2)
+    with ob.run("s") as run:
+        chunks = list(
+            oai.chat.completions.create(model="gpt-4o", messages=MSG, stream=True,
+                                        stream_options={"include_usage": True})
+        )
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 2
+    assert run.outcome.usage.output_tokens == 2
+
+
+def test_stream_helper_and_tool_call_deltas_are_counted(otel, llm, oai):
+    llm.default = Turn(tool_calls=[ToolCall("lookup", {"id": 7})], input_tokens=30, output_tokens=9)
+    with ob.run("helper") as run:
+        with oai.chat.completions.stream(model="gpt-4o", messages=MSG) as stream:
+            final = stream.get_final_completion()
+    assert final.choices[0].message.tool_calls[0].function.name == "lookup"
+    assert run.outcome.usage.output_tokens == 9
+    assert run.outcome.usage.tool_calls == 1
+
+
+def test_stream_closed_half_way_is_settled_to_an_estimate_not_zero(otel, llm, oai):
+    llm.default = Turn(text=" ".join(["word"] * 40), input_tokens=80, output_tokens=60, chunks=20)
+    with ob.run("early") as run:
+        stream = oai.chat.completions.create(model="gpt-4o", messages=MSG, stream=True)
+        for i, _ in enumerate(stream):
+            if i == 3:
+                break
+        stream.close()
+        assert run.usage.model_calls == 1
+    usage = run.outcome.usage
+    assert usage.model_calls == 1
+    assert usage.output_tokens > 0
+    assert usage.input_tokens > 0
+    assert len(otel.chat_spans()) == 1
+
+
+def test_abandoned_stream_is_settled_by_garbage_collection(otel, llm, oai):
+    llm.default = Turn(text="a b c d e f", input_tokens=40, output_tokens=6)
+    with ob.run("gc") as run:
+        stream = oai.chat.completions.create(model="gpt-4o", messages=MSG, stream=True)
+        next(iter(stream))
+        del stream
+        gc.collect()
+        assert run.usage.model_calls == 1
+    assert len(otel.chat_spans()) == 1
+    assert otel.chat_spans()[0].end_time is not None
+
+
+def test_dropped_stream_raises_the_sdk_error_and_is_settled_once(otel, llm, oai):
+    llm.default = Turn(text=" ".join(["w"] * 30), input_tokens=40, output_tokens=30, chunks=15, break_stream_after=4)
+    with pytest.raises(openai.APIConnectionError), ob.run("dropped"):
+        for _ in oai.chat.completions.create(model="gpt-4o", messages=MSG, stream=True):
+            pass
+    spans = otel.chat_spans()
+    assert len(spans) == 1
+    assert spans[0].status.status_code.name == "ERROR"
+    assert otel.run_span("dropped").attributes["otel_budget.used.steps"] == 1
+
+
+def test_responses_api_create_and_stream(otel, llm, oai):
+    llm.default = Turn(text="hello there", input_tokens=33, output_tokens=4, cache_read_tokens=10)
+    with ob.run("responses") as run:
+        r = oai.responses.create(model="gpt-4o", input="hi")
+        with oai.responses.stream(model="gpt-4o", input="hi") as s:
+            final = s.get_final_response()
+        raw = list(oai.responses.create(model="gpt-4o", input="hi", stream=True))
+    assert r.output_text == "hello there" and final.output_text == "hello there" and raw
+    assert run.outcome.usage.model_calls == 3
+    assert run.outcome.usage.input_tokens == 99
+    assert run.outcome.usage.cache_read_tokens == 30
+
+
+def test_async_streams_openai_and_anthropic(otel, llm, aoai, aanth):
+    llm.default = Turn(text="a b c", input_tokens=20, output_tokens=3)
+
+    async def main() -> ob.Run:
+        async with ob.run("async-streams") as run:
+            stream = await aoai.chat.completions.create(model="gpt-4o", messages=MSG, stream=True)
+            async for _ in stream:
+                pass
+            astream = await aanth.messages.create(model="claude-sonnet-4-5", max_tokens=50, messages=MSG, stream=True)
+            async for _ in astream:
+                pass
+            async with aanth.messages.stream(model="claude-sonnet-4-5", max_tokens=50, messages=MSG) as s:
+                await s.get_final_message()
+        return run
+
+    run = asyncio.run(main())
+    assert run.outcome.usage.model_calls == 3
+    assert run.outcome.usage.output_tokens == 9
+    assert run.outcome.usage.input_tokens == 60
+
+
+def test_anthropic_stream_usage_and_tool_use(otel, llm, anth):
+    llm.default = Turn(tool_calls=[ToolCall("get_page", {"n": 1})], input_tokens=500, cache_read_tokens=300,
+                       cache_write_tokens=100, output_tokens=12)
+    with ob.run("anthropic-stream") as run:
+        with anth.messages.stream(model="claude-sonnet-4-5", max_tokens=100, messages=MSG) as s:
+            msg = s.get_final_message()
+    assert msg.content[0].type == "tool_use"
+    u = run.outcome.usage
+    assert (u.input_tokens, u.cache_read_tokens, u.cache_write_tokens, u.output_tokens) == (500, 300, 100, 12)
+    assert u.tool_calls == 1
+
+
+def test_malformed_stream_surfaces_and_settles(otel, llm, oai):
+    llm.default = Turn(text="a b c d", input_tokens=10, output_tokens=4, malformed=True)
+    with pytest.raises(Exception) as err, ob.run("malformed"):  # noqa: B017 - the SDK's own decoding error
+        for _ in oai.chat.completions.create(model="gpt-4o", messages=MSG, stream=True):
+            pass
+    assert not isinstance(err.value, ob.BudgetExceeded)
+    assert len(otel.chat_spans()) == 1
+    assert otel.run_span("malformed").attributes["stop.reason"] == "error"
+
+
+def test_non_stream_call_still_works_after_stream_calls(otel, llm, oai):
+    llm.default = Turn(text="x", input_tokens=5, output_tokens=1)
+    with ob.run("mixed") as run:
+        list(oai.chat.completions.create(model="gpt-4o", messages=MSG, stream=True))
+        ask(oai)
+    assert run.outcome.usage.model_calls == 2
