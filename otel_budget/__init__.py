@@ -17,21 +17,32 @@ from typing import Any
 __version__ = "0.1.0"
 
 from . import config as _config
+from . import propagation
+from .approval import ApprovalPolicy, PausedRun, PendingCall, resume  # completes Budget and RunOutcome
 from .budget import Budget, BudgetExceeded, Price, RunOutcome, Scope, StopReason, UnknownPriceError, Usage
+from .exporters import FileSpanExporter
 from .instrumentation import instrument_all as _instrument_all
+from .instrumentation import patched as _patched
+from .instrumentation import uninstrument_all as _uninstrument_all
 from .instrumentation._patch import Patches as _Patches
 from .ledger import LedgerStore, MemoryLedger
 from .pricing import PriceBook as _PriceBook
+from .redis_ledger import RedisLedger
 from .run import Run, current_run, run
 from .telemetry import Telemetry as _Telemetry
 from .tools import tool
 
 __all__ = [
+    "ApprovalPolicy",
+    "FileSpanExporter",
+    "PausedRun",
+    "PendingCall",
     "Budget",
     "BudgetExceeded",
     "LedgerStore",
     "MemoryLedger",
     "Price",
+    "RedisLedger",
     "Run",
     "RunOutcome",
     "Scope",
@@ -40,8 +51,10 @@ __all__ = [
     "Usage",
     "__version__",
     "current_run",
+    "propagation",
     "instrument",
     "instrumented_libraries",
+    "resume",
     "run",
     "tool",
     "uninstrument",
@@ -49,7 +62,7 @@ __all__ = [
 
 _lock = threading.Lock()
 _patches = _Patches()
-_libraries: list[str] = []
+_instrumented = False
 
 
 def instrument(
@@ -77,20 +90,23 @@ def instrument(
     )
     if capture_content is not None:
         settings.capture_content = capture_content
+    global _instrumented
     with _lock:
         _config.install(settings)
-        if not len(_patches):
-            _libraries[:] = _instrument_all(_patches)
+        if not _instrumented:
+            _instrumented = True
+            _instrument_all(_patches)
 
 
 def uninstrument() -> None:
     """Restore every patched attribute to the very object it was before `instrument()`."""
+    global _instrumented
     with _lock:
-        _patches.undo()
-        _libraries.clear()
+        _uninstrument_all(_patches)
+        _instrumented = False
         _config.install(_config.Settings())
 
 
 def instrumented_libraries() -> list[str]:
-    """The libraries `instrument()` patched."""
-    return list(_libraries)
+    """The libraries patched so far (a library is patched on its first import after `instrument()`)."""
+    return _patched()

@@ -654,7 +654,10 @@ class Run:
         outcome.wrap_up = template_wrap_up(node, outcome, model_text)
         node.outcome = self.outcome = outcome
         if self._token is not None:
-            _current.reset(self._token)
+            try:
+                _current.reset(self._token)
+            except ValueError:  # exited in another context (e.g. a generator finalized elsewhere)
+                _current.set(node.parent)
         try:
             if self._span is not None:
                 config.get().telemetry.end_run(node, self._span)

@@ -67,6 +67,15 @@ TURN = "otel_budget.turn"
 RUN_DEPTH = "otel_budget.run.depth"
 WRAP_UP = "otel_budget.wrap_up"
 EVENT_STOP = "otel_budget.stop"
+LEDGER_ENFORCED = "otel_budget.ledger.enforced"  # false: a shared store let the call through (fail="open")
+LEDGER_UNENFORCED_CALLS = "otel_budget.ledger.unenforced_calls"  # on the run span, when any
+
+# approval pauses (approval.py): on the resumed run span; its parent is the paused run span (same trace)
+APPROVAL_TOOL = "otel_budget.approval.tool"
+APPROVAL_DECISION = "otel_budget.approval.decision"  # approved | denied
+APPROVAL_BY = "otel_budget.approval.by"
+APPROVAL_WAIT_SECONDS = "otel_budget.approval.wait_seconds"
+RESUMED_FROM = "otel_budget.resumed_from"  # span id of the paused run span
 
 COST_REPORTED = "reported"
 COST_PRICED = "priced"
@@ -87,6 +96,7 @@ METRIC_LEDGER_FAIL_OPEN = "otel_budget.ledger.fail_open"  # otel_budget_ledger_f
 LABEL_RUN_NAME = "run_name"
 LABEL_STOP_REASON = "stop_reason"
 LABEL_DIMENSION = "dimension"
+LABEL_SCOPE = "scope"  # the shared (fleet) scope, on otel_budget_ledger_fail_open_total
 
 TOKEN_BUCKETS = tuple(float(4**i) for i in range(14))  # 1, 4, 16, ... 67108864
 DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)

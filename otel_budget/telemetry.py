@@ -63,7 +63,7 @@ class Telemetry:
 
     # --- runs -------------------------------------------------------------------------------------------
 
-    def start_run(self, node: RunNode) -> Any:
+    def start_run(self, node: RunNode, context: Any = None, links: Any = None, attributes: Any = None) -> Any:
         attrs: dict[str, Any] = {
             sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT,
             sc.GEN_AI_AGENT_NAME: node.name,
@@ -72,7 +72,11 @@ class Telemetry:
         }
         for dim, limit in node.span_limits().items():
             attrs[sc.LIMIT_PREFIX + dim] = limit
-        span = self.tracer.start_span(f"{sc.OP_INVOKE_AGENT} {node.name}", kind=SpanKind.INTERNAL, attributes=attrs)
+        if attributes:
+            attrs.update(attributes)
+        span = self.tracer.start_span(
+            f"{sc.OP_INVOKE_AGENT} {node.name}", context=context, kind=SpanKind.INTERNAL, attributes=attrs, links=links
+        )
         with self._lock:
             self._active.add(node)
             self._seen_names.add(node.name)
@@ -102,6 +106,8 @@ class Telemetry:
             attrs[sc.UTILIZATION] = node.utilization_max(final=True)
             if outcome.limit:
                 attrs[sc.STOP_LIMIT] = outcome.limit
+            if node.unenforced:
+                attrs[sc.LEDGER_UNENFORCED_CALLS] = node.unenforced
             span.set_attributes(attrs)
             if outcome.stop_reason is not StopReason.DONE:
                 event = {sc.STOP_REASON: reason, sc.STOP_DETAIL: outcome.detail}

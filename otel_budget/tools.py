@@ -11,6 +11,7 @@ from . import config
 from .run import current_run
 
 F = TypeVar("F", bound=Callable[..., Any])
+_REPLAYED = object()  # marks a tool call answered from a paused run's record
 
 
 def _arguments(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -41,6 +42,8 @@ def tool(func: Any = None, *, cost_usd: float = 0.0, name: str | None = None) ->
             @functools.wraps(fn)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 state = _before(fn, tool_name, cost_usd, args, kwargs)
+                if state[0] is _REPLAYED:
+                    return state[1]
                 try:
                     result = await fn(*args, **kwargs)
                 except BaseException as exc:
@@ -54,6 +57,8 @@ def tool(func: Any = None, *, cost_usd: float = 0.0, name: str | None = None) ->
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             state = _before(fn, tool_name, cost_usd, args, kwargs)
+            if state[0] is _REPLAYED:
+                return state[1]
             try:
                 result = fn(*args, **kwargs)
             except BaseException as exc:
@@ -71,21 +76,48 @@ def _before(fn: Callable[..., Any], name: str, cost: float, args: tuple[Any, ...
     node = current_run()
     settings = config.get()
     arguments = _arguments(fn, args, kwargs)
+    if node is not None and node.approval is not None:
+        replayed = node.approval.replay(name, arguments)
+        if replayed is not None:  # done before an approval pause: its recorded result, not a second run
+            return _REPLAYED, replayed[0]
     reserved = node.admit_tool(name, arguments, cost) if node is not None else {}
     span = None
     try:
         span = settings.telemetry.start_tool(name, kwargs.get("tool_call_id"), arguments, settings.capture_content)
     except Exception:  # noqa: BLE001
         span = None
-    return node, name, reserved, span, cost
+    return node, name, reserved, span, cost, arguments
 
 
 def _after(state: tuple, result: Any, error: BaseException | None) -> None:
-    node, name, reserved, span, cost = state
+    node, name, reserved, span, cost, *arguments = state
     if node is not None:
         node.settle_tool(name, reserved)
+        if error is None and arguments and node.approval is not None:
+            node.approval.record(name, arguments[0], result)
     if span is not None:
         try:
             config.get().telemetry.end_tool(span, result, error, config.get().capture_content, cost)
         except Exception:  # noqa: BLE001
             pass
+
+
+def begin_tool(name: str, arguments: Any, call_id: str | None = None, cost_usd: float = 0.0) -> tuple:
+    """For framework adapters: check a tool execution in the current run (raises BudgetExceeded) and span it.
+
+    Pass the result to `end_tool` exactly once. A tool call the model requested is counted once, not again here.
+    """
+    node = current_run()
+    settings = config.get()
+    reserved = node.admit_tool(name, arguments, cost_usd) if node is not None else {}
+    span = None
+    try:
+        span = settings.telemetry.start_tool(name, call_id, arguments, settings.capture_content)
+    except Exception:  # noqa: BLE001
+        span = None
+    return node, name, reserved, span, cost_usd, arguments
+
+
+def end_tool(state: tuple, result: Any, error: BaseException | None = None) -> None:
+    """Settle and close what `begin_tool` opened."""
+    _after(state, result, error)

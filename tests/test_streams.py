@@ -150,3 +150,33 @@ def test_non_stream_call_still_works_after_stream_calls(otel, llm, oai):
         list(oai.chat.completions.create(model="gpt-4o", messages=MSG, stream=True))
         ask(oai)
     assert run.outcome.usage.model_calls == 2
+
+
+def test_streaming_raw_response_is_counted_when_parsed(otel, llm, oai):
+    llm.default = Turn(text="a b c", input_tokens=21, output_tokens=3)
+    with ob.run("raw") as run:
+        with oai.chat.completions.with_streaming_response.create(model="gpt-4o", messages=MSG,
+                                                                 stream=True) as response:
+            chunks = list(response.parse())
+        raw = oai.responses.with_raw_response.create(model="gpt-4o", input="hi", stream=True)
+        events = list(raw.parse())
+    assert chunks and events
+    assert run.outcome.usage.model_calls == 2
+    assert run.outcome.usage.input_tokens == 42
+    assert run.outcome.usage.output_tokens == 6
+
+
+def test_async_streaming_raw_response_is_counted(otel, llm, aoai):
+    llm.default = Turn(text="a b c", input_tokens=21, output_tokens=3)
+
+    async def main() -> ob.Run:
+        async with ob.run("araw") as run:
+            async with aoai.responses.with_streaming_response.create(model="gpt-4o", input="hi",
+                                                                     stream=True) as response:
+                async for _ in await response.parse():
+                    pass
+        return run
+
+    run = asyncio.run(main())
+    assert run.outcome.usage.input_tokens == 21
+    assert run.outcome.usage.output_tokens == 3

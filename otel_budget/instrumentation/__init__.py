@@ -1,39 +1,83 @@
-"""Provider and framework adapters. Each module only translates; the run and the ledger decide."""
+"""Provider and framework adapters. Each module only translates; the run and the ledger decide.
+
+A library is patched when `instrument()` runs if it is already imported, else right after its first import
+(a post-import hook), so `instrument()` never pays for importing frameworks the program does not use.
+"""
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import logging
+import sys
+import threading
+
+import wrapt
 
 from ._patch import Patches
 
 log = logging.getLogger(__name__)
 
-#: Modules under this package, each with `instrument(patches) -> bool` (False when its library is absent).
-MODULES: tuple[str, ...] = (
-    "openai",
-    "anthropic",
-    "litellm",
-    "google_genai",
-    "openai_agents",
-    "langchain",
-    "claude_agent_sdk",
-)
+#: Our module under this package -> the import that triggers it. Each module has `instrument(patches) -> bool`.
+TRIGGERS: dict[str, str] = {
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "litellm": "litellm",
+    "google_genai": "google.genai",
+    "openai_agents": "agents",
+    "langchain": "langchain_core",
+    "claude_agent_sdk": "claude_agent_sdk",
+}
+MODULES: tuple[str, ...] = tuple(TRIGGERS)
+
+_lock = threading.RLock()
+_active: Patches | None = None
+_done: list[str] = []
+_hooked: set[str] = set()
+
+
+def _installed(target: str) -> bool:
+    try:
+        return importlib.util.find_spec(target) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _patch_one(name: str) -> None:
+    with _lock:
+        if _active is None or name in _done:
+            return
+        try:
+            module = importlib.import_module(f"{__name__}.{name}")
+            if module.instrument(_active):
+                _done.append(name)
+        except Exception:  # noqa: BLE001 - one broken integration must not stop the others
+            log.warning("otel-budget: could not instrument %s", name, exc_info=True)
 
 
 def instrument_all(patches: Patches) -> list[str]:
-    """Patch every installed library; returns the names of those patched."""
-    done = []
-    for name in MODULES:
-        try:
-            try:
-                module = importlib.import_module(f"{__name__}.{name}")
-            except ModuleNotFoundError as exc:
-                if exc.name == f"{__name__}.{name}":
-                    continue  # not written yet
-                raise
-            if module.instrument(patches):
-                done.append(name)
-        except Exception:  # noqa: BLE001 - one broken integration must not stop the others
-            log.warning("otel-budget: could not instrument %s", name, exc_info=True)
-    return done
+    """Patch every installed library now or on its first import; returns those patched so far."""
+    global _active
+    with _lock:
+        _active = patches
+        for name, target in TRIGGERS.items():
+            if target in sys.modules:
+                _patch_one(name)
+            elif name not in _hooked and _installed(target):
+                _hooked.add(name)
+                wrapt.register_post_import_hook(lambda _module, name=name: _patch_one(name), target)
+        return list(_done)
+
+
+def uninstrument_all(patches: Patches) -> None:
+    """Undo every patch; pending import hooks then do nothing."""
+    global _active
+    with _lock:
+        patches.undo()
+        _active = None
+        _done.clear()
+
+
+def patched() -> list[str]:
+    """The libraries patched so far."""
+    return list(_done)

@@ -11,7 +11,7 @@ import logging
 from typing import Any, Protocol
 
 from .. import calls
-from ._stream import Accumulator, AsyncStream, SyncStream
+from ._stream import Accumulator, AsyncStream, RawStreamResponse, SyncStream
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +91,10 @@ def _safe(adapter: Adapter, instance: Any, call: calls.ModelCall) -> Any:
 
 def _after(adapter: Adapter, guard: calls.Guard, call: calls.ModelCall, options: Any, result: Any,
            stream: bool, is_async: bool) -> Any:
-    if stream or _is_stream(result):
+    if _is_stream(result):
         return (AsyncStream if is_async else SyncStream)(result, guard, adapter.accumulator(call, options))
+    if stream and hasattr(result, "parse"):  # a raw response whose body is the stream
+        return RawStreamResponse(result, guard, adapter.accumulator(call, options), is_async)
     try:
         adapter.read(result, call)
     except Exception:  # noqa: BLE001

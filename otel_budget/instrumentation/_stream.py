@@ -136,3 +136,49 @@ class AsyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
+
+
+class RawStreamResponse(wrapt.ObjectProxy):  # type: ignore[misc]
+    """Proxy of a raw response (`with_raw_response` / `with_streaming_response`) whose body is a stream:
+    `parse()` hands back our stream proxy, so the call is settled from the events the caller reads.
+    """
+
+    def __init__(self, wrapped: Any, guard: Guard, acc: Accumulator, is_async: bool) -> None:
+        super().__init__(wrapped)
+        self._self_guard = guard
+        self._self_acc = acc
+        self._self_async = is_async
+        self._self_parsed: Any = None
+        self._self_final = weakref.finalize(self, _abandon, guard, acc)
+
+    def _self_wrap(self, parsed: Any) -> Any:
+        if self._self_parsed is None:
+            if type(parsed).__name__ not in ("Stream", "AsyncStream"):
+                return parsed
+            self._self_final.detach()
+            cls = AsyncStream if self._self_async else SyncStream
+            self._self_parsed = cls(parsed, self._self_guard, self._self_acc)
+        return self._self_parsed
+
+    def parse(self, *args: Any, **kwargs: Any) -> Any:
+        result = self.__wrapped__.parse(*args, **kwargs)
+        if self._self_async:
+            return self._self_wrap_async(result)
+        return self._self_wrap(result)
+
+    async def _self_wrap_async(self, awaitable: Any) -> Any:
+        return self._self_wrap(await awaitable)
+
+    def __enter__(self) -> RawStreamResponse:
+        self.__wrapped__.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self.__wrapped__.__exit__(*exc)
+
+    async def __aenter__(self) -> RawStreamResponse:
+        await self.__wrapped__.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self.__wrapped__.__aexit__(*exc)

@@ -91,11 +91,15 @@ def test_near_cap_alert_fires_while_a_run_is_paused_and_stopped_alert_after_it_s
             try:
                 with otel_budget.run(RUN_NAME, budget=otel_budget.Budget(max_steps=10)) as run:
                     for _ in range(9):
-                        client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "go"}])
+                        client.chat.completions.create(
+                            model="gpt-4o-mini", messages=[{"role": "user", "content": "go"}]
+                        )
                     paused.set()
                     resume.wait(WAIT_SECONDS)
                     while True:  # the 11th call is refused before it is sent; run() closes the run
-                        client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "go"}])
+                        client.chat.completions.create(
+                            model="gpt-4o-mini", messages=[{"role": "user", "content": "go"}]
+                        )
                 assert run.outcome is not None
                 outcomes.append(run.outcome)
             except BaseException as exc:  # surfaced by the main thread
@@ -113,7 +117,9 @@ def test_near_cap_alert_fires_while_a_run_is_paused_and_stopped_alert_after_it_s
                     "AgentRunNearCap did not fire for the paused run",
                     lambda a: _firing(a, "AgentRunNearCap", run_name=RUN_NAME, dimension="steps"),
                 )
-                utilization = prom.query(f'otel_budget_run_utilization{{run_name="{RUN_NAME}", dimension="steps"}}')
+                utilization = prom.query(
+                    f'otel_budget_run_utilization{{run_name="{RUN_NAME}", dimension="steps"}}'
+                )
                 assert [float(s["value"][1]) for s in utilization] == [pytest.approx(0.9)]
                 assert not _active(prom.alerts(), "AgentRunStoppedByLimit")
 
@@ -130,7 +136,9 @@ def test_near_cap_alert_fires_while_a_run_is_paused_and_stopped_alert_after_it_s
                     lambda a: _firing(a, "AgentRunStoppedByLimit", run_name=RUN_NAME, stop_reason="steps"),
                 )
                 # The run is over: its utilization drops to 0 and the near-cap alert resolves.
-                _wait_for(prom, "AgentRunNearCap did not resolve", lambda a: not _active(a, "AgentRunNearCap"))
+                _wait_for(
+                    prom, "AgentRunNearCap did not resolve", lambda a: not _active(a, "AgentRunNearCap")
+                )
         finally:
             resume.set()
             thread.join(WAIT_SECONDS)

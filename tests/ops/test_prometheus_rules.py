@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .contract import PROMETHEUS_DIR, RULES_DIR
+from .contract import DASHBOARDS, PROMETHEUS_DIR, RULES_DIR
 
 TEST_FILES = sorted(RULES_DIR.glob("*.test.yaml"))
 RULE_FILES = sorted(RULES_DIR.glob("*.rules.yaml"))
@@ -49,3 +50,44 @@ def test_promtool_accepts_rules_and_the_prometheus_config(tmp_path: Path) -> Non
     result = _run("check", "config", "prometheus.yml", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "rules found" in result.stdout
+
+
+def test_dashboard_runs_by_stop_reason_counts_series_born_inside_the_range(tmp_path: Path) -> None:
+    """The dashboard's range counters count a series that first appears inside the range (increase() cannot)."""
+    dashboard = json.loads((DASHBOARDS / "agent-budgets.json").read_text())
+    (expr,) = [
+        t["expr"] for p in dashboard["panels"] if p["title"] == "Runs by stop reason" for t in p["targets"]
+    ]
+    expr = expr.replace('run_name=~"$run_name"', 'run_name=~".*"').replace("$__range", "10m")
+    series = {
+        "done": "0+1x60",  # old and rising: 10 runs in the last 10 minutes
+        "steps": "2x35 3x25",  # old, one more stop inside the range
+        "repeat": "_x34 1x26",  # born inside the range at 1
+        "cost": "_x32 1 1 2x30",  # born inside the range, then one more
+    }
+    test = {
+        "rule_files": [],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [
+                    {"series": f'otel_budget_runs_total{{run_name="a", stop_reason="{r}"}}', "values": v}
+                    for r, v in series.items()
+                ],
+                "promql_expr_test": [
+                    {
+                        "expr": expr,
+                        "eval_time": "40m",
+                        "exp_samples": [
+                            {"labels": f'{{stop_reason="{r}"}}', "value": n}
+                            for r, n in {"done": 10, "steps": 1, "repeat": 1, "cost": 2}.items()
+                        ],
+                    }
+                ],
+            }
+        ],
+    }
+    (tmp_path / "dashboard.test.yaml").write_text(yaml.safe_dump(test))
+    result = _run("test", "rules", "dashboard.test.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -1,0 +1,248 @@
+"""google-genai: `models.generate_content`, `generate_content_stream` and their `client.aio` twins.
+
+Patched at the SDK's request choke point, `BaseApiClient.request` / `request_streamed` / `async_request` /
+`async_request_streamed`, for `...models/{model}:generateContent` and `:streamGenerateContent` paths only.
+Each HTTP request is one metered call, so automatic function calling (the SDK's own tool loop) is checked
+and counted call by call. Usage is normalized: input = `promptTokenCount` (it already includes
+`cachedContentTokenCount`) + `toolUsePromptTokenCount`; output = `candidatesTokenCount` + `thoughtsTokenCount`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from .. import calls
+from .. import semconv as sc
+from ..calls import Guard, ModelCall, TokenUsage
+from ._patch import Patches
+from ._stream import AsyncStream, SyncStream
+
+log = logging.getLogger(__name__)
+
+_METHODS = (":generateContent", ":streamGenerateContent")
+
+
+def usage_of(meta: Any) -> TokenUsage | None:
+    """`usageMetadata` (wire JSON) in the conventions' terms."""
+    if not isinstance(meta, dict):
+        return None
+    thoughts = int(meta.get("thoughtsTokenCount") or 0)
+    return TokenUsage(
+        int(meta.get("promptTokenCount") or 0) + int(meta.get("toolUsePromptTokenCount") or 0),
+        int(meta.get("candidatesTokenCount") or 0) + thoughts,
+        cache_read=int(meta.get("cachedContentTokenCount") or 0),
+        reasoning=thoughts,
+    )
+
+
+def _model(path: str) -> str | None:
+    """`models/gemini-2.5-flash:generateContent?alt=sse` -> `gemini-2.5-flash`; None for other paths."""
+    head = path.split("?", 1)[0]
+    if not head.endswith(_METHODS):
+        return None
+    name = head.rsplit(":", 1)[0]
+    return name.rsplit("models/", 1)[-1] if "models/" in name else name.rsplit("/", 1)[-1]
+
+
+class ChunkReader:
+    """Reads response bodies (one, or one per stream chunk) into the call record."""
+
+    __slots__ = ("call", "meta", "calls")
+
+    def __init__(self, call: ModelCall) -> None:
+        self.call = call
+        self.meta: Any = None
+        self.calls: list[tuple[str, Any, str | None]] = []
+
+    def feed(self, response: Any) -> bool:
+        body = getattr(response, "body", None)
+        data = json.loads(body) if isinstance(body, str) and body else body
+        if not isinstance(data, dict):
+            return True
+        call = self.call
+        if data.get("usageMetadata") is not None:
+            self.meta = data["usageMetadata"]
+        call.response_model = data.get("modelVersion") or call.response_model
+        call.response_id = data.get("responseId") or call.response_id
+        for candidate in data.get("candidates") or ():
+            reason = candidate.get("finishReason")
+            if reason:
+                call.finish_reasons.append(str(reason).lower())
+            for part in (candidate.get("content") or {}).get("parts") or ():
+                text = part.get("text")
+                if isinstance(text, str):
+                    call.output_chars += len(text)
+                    if call.output_text is not None and not part.get("thought"):
+                        call.output_text.append(text)
+                fc = part.get("functionCall")
+                if isinstance(fc, dict):
+                    self.calls.append((str(fc.get("name", "")), fc.get("args") or {}, fc.get("id")))
+        return True
+
+    def apply(self) -> None:
+        self.call.usage = usage_of(self.meta)
+        self.call.tool_calls = list(self.calls)
+
+
+def _split(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, str, Any, Any]:
+    names = ("http_method", "path", "request_dict", "http_options")
+    values = list(args) + [kwargs.get(n) for n in names[len(args):]]
+    return values[0], values[1], values[2], values[3]
+
+
+def _with_timeout(options: Any, seconds: float) -> Any:
+    """The request's http_options with its timeout (milliseconds) lowered to `seconds`."""
+    ms = max(1, int(seconds * 1000))
+    if options is None:
+        return {"timeout": ms}
+    if isinstance(options, dict):
+        current = options.get("timeout")
+        return options if isinstance(current, int) and current <= ms else {**options, "timeout": ms}
+    current = getattr(options, "timeout", None)
+    if isinstance(current, int) and current <= ms:
+        return options
+    return options.model_copy(update={"timeout": ms})
+
+
+def _start(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any], stream: bool, is_async: bool):  # type: ignore[no-untyped-def]
+    """Admit the call; returns (guard, args, kwargs) to send, or None to send the request unmetered."""
+    try:
+        method, path, body, options = _split(args, kwargs)
+        model = _model(path) if str(method).lower() == "post" and isinstance(path, str) else None
+        if model is None or not isinstance(body, dict):
+            return None
+        config = body.get("generationConfig") or {}
+        limit = config.get("maxOutputTokens")
+        call = ModelCall(sc.PROVIDER_GEMINI, sc.OP_CHAT, model, limit if isinstance(limit, int) else None, stream)
+    except Exception:  # noqa: BLE001 - our bug: the original call goes through unchanged
+        log.warning("otel-budget: could not read a google-genai request; sending it unmetered", exc_info=True)
+        return None
+    guard = calls.begin(
+        call,
+        lambda: len(json.dumps(body, default=str)),
+        summarize=_summarizer(instance, model, is_async),
+        capture_input=lambda: json.dumps(body.get("contents"), default=str),
+    )
+    if guard is None:
+        return None
+    try:
+        if guard.max_output_tokens is not None:
+            body = {**body, "generationConfig": {**config, "maxOutputTokens": guard.max_output_tokens}}
+        if guard.timeout is not None:
+            options = _with_timeout(options, guard.timeout)
+        return guard, (method, path, body, options), {}
+    except Exception:  # noqa: BLE001
+        log.warning("otel-budget: could not adjust a google-genai request", exc_info=True)
+        return guard, args, kwargs
+
+
+def _summarizer(api_client: Any, model: str, is_async: bool) -> Any:
+    def summarize(prompt: str, max_tokens: int) -> Any:
+        request = {"contents": [{"role": "user", "parts": [{"text": prompt}]}],
+                   "generationConfig": {"maxOutputTokens": max_tokens}}
+        if is_async:
+            return _await_text(api_client.async_request("post", f"models/{model}:generateContent", request))
+        return _text(api_client.request("post", f"models/{model}:generateContent", request))
+
+    return summarize
+
+
+def _text(response: Any) -> str:
+    data = json.loads(response.body or "{}")
+    parts = ((data.get("candidates") or [{}])[0].get("content") or {}).get("parts") or []
+    return "".join(p.get("text", "") for p in parts if not p.get("thought"))
+
+
+async def _await_text(made: Any) -> str:
+    return _text(await made)
+
+
+def _read(guard: Guard, response: Any) -> Any:
+    reader = ChunkReader(guard.call)
+    try:
+        reader.feed(response)
+        reader.apply()
+    except Exception:  # noqa: BLE001
+        log.debug("otel-budget: could not read a google-genai response", exc_info=True)
+    guard.finish()
+    return response
+
+
+def _fail(guard: Guard, exc: BaseException) -> BaseException:
+    return guard.fail(exc)
+
+
+def _request(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    started = _start(instance, args, kwargs, False, False)
+    if started is None:
+        return wrapped(*args, **kwargs)
+    guard, a, k = started
+    try:
+        response = wrapped(*a, **k)
+    except BaseException as exc:
+        replaced = _fail(guard, exc)
+        if replaced is exc:
+            raise
+        raise replaced from exc
+    return _read(guard, response)
+
+
+async def _async_request(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    started = _start(instance, args, kwargs, False, True)
+    if started is None:
+        return await wrapped(*args, **kwargs)
+    guard, a, k = started
+    try:
+        response = await wrapped(*a, **k)
+    except BaseException as exc:
+        replaced = _fail(guard, exc)
+        if replaced is exc:
+            raise
+        raise replaced from exc
+    return _read(guard, response)
+
+
+def _request_streamed(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    started = _start(instance, args, kwargs, True, False)
+    if started is None:
+        return wrapped(*args, **kwargs)
+    guard, a, k = started
+    try:
+        chunks = wrapped(*a, **k)  # a generator: the request goes out on the first next()
+    except BaseException as exc:
+        replaced = _fail(guard, exc)
+        if replaced is exc:
+            raise
+        raise replaced from exc
+    return SyncStream(chunks, guard, ChunkReader(guard.call))
+
+
+async def _async_request_streamed(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    started = _start(instance, args, kwargs, True, True)
+    if started is None:
+        return await wrapped(*args, **kwargs)
+    guard, a, k = started
+    try:
+        chunks = await wrapped(*a, **k)
+    except BaseException as exc:
+        replaced = _fail(guard, exc)
+        if replaced is exc:
+            raise
+        raise replaced from exc
+    return AsyncStream(chunks, guard, ChunkReader(guard.call))
+
+
+def instrument(patches: Patches) -> bool:
+    """Patch the installed google-genai SDK; False when it is not installed."""
+    try:
+        from google.genai import _api_client
+    except ImportError:
+        return False
+    client = _api_client.BaseApiClient
+    patches.wrap(client, "request", _request)
+    patches.wrap(client, "request_streamed", _request_streamed)
+    patches.wrap(client, "async_request", _async_request)
+    patches.wrap(client, "async_request_streamed", _async_request_streamed)
+    return True

@@ -1,0 +1,271 @@
+"""`RedisLedger`: shared (fleet) budgets in Redis, one atomic Lua round trip per decision.
+
+    import otel_budget
+    otel_budget.instrument(ledger=otel_budget.RedisLedger("redis://ledger:6379/0", fail="closed"))
+    fleet = otel_budget.Scope(name="nightly-invoices", max_usd=50, window_seconds=86400)
+    with otel_budget.run("invoice-agent", budget=otel_budget.Budget(max_usd=0.80, scope=fleet)):
+        ...  # every call reserves in the run tree AND in the fleet scope, in every process on this Redis
+
+A reservation lives `reservation_ttl` seconds at most, so the reservations of a crashed process expire and
+a fleet never deadlocks on ghosts. Settles are idempotent by id: a retried settle is a no-op, and a settle
+of an expired reservation still adds the usage exactly once. When Redis cannot be reached, `fail="closed"`
+refuses the call (stop reason `error`, with a message naming the ledger) and `fail="open"` lets it through
+on a process-local ledger, marked as not enforced (span attribute and the `otel_budget.ledger.fail_open`
+metric); usage counted while Redis was away is pushed to Redis once it answers again.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import logging
+import os
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+from . import _redis_scripts as lua
+from .ledger import DIMS, MemoryLedger, Refusal, Reservation
+
+log = logging.getLogger(__name__)
+
+#: Scopes whose name starts with this are ad-hoc run trees (see `propagation`); they expire when idle.
+TREE_SCOPE_PREFIX = "run:"
+_LOCAL = "local:"
+
+
+class LedgerUnavailable(ConnectionError):
+    """The shared ledger could not be reached (raised by `read`; reserve and settle follow `fail`)."""
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        host = parts.hostname or ""
+        if parts.port is not None:
+            host = f"{host}:{parts.port}"
+        user = f"{parts.username}:***@" if parts.username else ":***@"
+        return urlunsplit((parts.scheme, user + host, parts.path, parts.query, parts.fragment))
+    except ValueError:
+        return "<redis url>"
+
+
+def _encode(amounts: Mapping[str, float]) -> str:
+    return " ".join(f"{dim} {float(value)!r}" for dim, value in amounts.items() if value == value)
+
+
+class RedisLedger:
+    """A `LedgerStore` on Redis (single server or Cluster); see the module docstring.
+
+    `url`: a redis:// or rediss:// URL (or pass a ready `client`, e.g. a `redis.cluster.RedisCluster`).
+    `fail`: "closed" refuses calls while Redis is unreachable, "open" lets them through unenforced.
+    `reservation_ttl`: seconds a reservation is held at most (longer than your slowest model call).
+    `socket_timeout`: seconds to wait for Redis per attempt (connect and reply); one retry after a reset.
+    `retry_interval`: after a connection failure, seconds during which calls go straight to `fail`
+    instead of waiting for Redis again (so an unreachable Redis never slows every call).
+    `settle_memory`: seconds a settle id is remembered, so a retry within that time is a no-op.
+    `tree_ttl`: idle seconds after which the keys of an ad-hoc run-tree scope (`run:...`) expire.
+    """
+
+    def __init__(
+        self,
+        url: str = "redis://127.0.0.1:6379/0",
+        *,
+        prefix: str = "otel_budget",
+        fail: Literal["closed", "open"] = "closed",
+        reservation_ttl: float = 300.0,
+        socket_timeout: float = 0.25,
+        retry_interval: float = 1.0,
+        settle_memory: float = 600.0,
+        tree_ttl: float = 86400.0,
+        cluster: bool = False,
+        client: Any = None,
+    ) -> None:
+        if fail not in ("closed", "open"):
+            raise ValueError(f"fail must be 'closed' or 'open', not {fail!r}")
+        if reservation_ttl <= 0 or socket_timeout <= 0 or settle_memory <= 0:
+            raise ValueError("reservation_ttl, socket_timeout and settle_memory must be positive")
+        import redis
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
+        self.url = url
+        self.prefix = prefix
+        self.fail = fail
+        self.reservation_ttl = reservation_ttl
+        self.retry_interval = retry_interval
+        self._ttl_ms = int(reservation_ttl * 1000)
+        self._remember_ms = int(settle_memory * 1000)
+        self._tree_ms = int(tree_ttl * 1000)
+        self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
+        self._down_errors: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError, OSError)
+        if client is None:
+            kwargs: dict[str, Any] = {"socket_timeout": socket_timeout, "socket_connect_timeout": socket_timeout}
+            if cluster:
+                from redis.cluster import RedisCluster
+
+                client = RedisCluster.from_url(url, **kwargs)
+            else:
+                client = redis.Redis.from_url(url, retry=Retry(NoBackoff(), 1), health_check_interval=0, **kwargs)
+        self.client = client
+        # register_script: EVALSHA, and after a Redis restart (NOSCRIPT) the script is loaded again.
+        self._reserve = client.register_script(lua.RESERVE)
+        self._settle = client.register_script(lua.SETTLE)
+        self._read = client.register_script(lua.READ)
+        self._node = os.urandom(6).hex()
+        self._ids = itertools.count(1)
+        self._local = MemoryLedger()
+        self._down_until = 0.0
+        self._last_error: BaseException | None = None
+        self._backlog: collections.deque[tuple[str, str, str, str]] = collections.deque(maxlen=100_000)
+        self._warned = False
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"RedisLedger({redact(self.url)!r}, prefix={self.prefix!r}, fail={self.fail!r})"
+
+    # --- keys and calls -------------------------------------------------------------------------------
+
+    def keys(self, scope: str) -> list[str]:
+        """The five keys of a scope; they share the hash tag `{prefix:scope}` (one Cluster slot)."""
+        base = "{" + f"{self.prefix}:{scope}" + "}"
+        return [f"{base}:used", f"{base}:held", f"{base}:res", f"{base}:exp", f"{base}:done"]
+
+    def _idle_ms(self, scope: str) -> int:
+        return self._tree_ms if scope.startswith(TREE_SCOPE_PREFIX) else 0
+
+    def _new_id(self) -> str:
+        return f"{self._node}:{next(self._ids)}"
+
+    def _run(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+        """One script call; a connection failure opens the breaker for `retry_interval` seconds."""
+        if time.monotonic() < self._down_until:
+            raise LedgerUnavailable(f"{self._last_error} (not retried for {self.retry_interval:g} s)")
+        try:
+            result = script(keys=keys, args=args, client=self.client)
+        except self._down_errors as exc:
+            self._down_until = time.monotonic() + self.retry_interval
+            self._last_error = exc
+            raise
+        if self._warned:
+            self._warned = False
+            log.warning("otel-budget: the shared ledger at %s answers again", redact(self.url))
+        if self._backlog:
+            self._flush()
+        return result
+
+    def _unreachable(self, exc: BaseException) -> str:
+        return f"the shared ledger at {redact(self.url)} is unreachable (fail={self.fail!r}): {exc}"
+
+    def _warn(self, exc: BaseException) -> None:
+        if not self._warned:
+            self._warned = True
+            log.warning("otel-budget: %s", self._unreachable(exc))
+
+    # --- LedgerStore ----------------------------------------------------------------------------------
+
+    def reserve(
+        self, scope: str, amounts: Mapping[str, float], limits: Mapping[str, float], *, window: float | None = None
+    ) -> Reservation | Refusal:
+        """Hold `amounts` in `scope` if they fit its `limits` (one round trip), or say why not."""
+        rid = self._new_id()
+        args = [rid, self._ttl_ms, int(window * 1000) if window else 0, _encode(amounts), _encode(limits),
+                self._idle_ms(scope)]
+        try:
+            result = self._run(self._reserve, self.keys(scope), args)
+        except self._errors as exc:
+            self._warn(exc)
+            if self.fail == "closed":
+                return Refusal("ledger", 0.0, 0.0, 0.0, scope, message=self._unreachable(exc))
+            local = self._local.reserve(scope, amounts, limits, window=window)
+            if isinstance(local, Refusal):
+                return local
+            return Reservation(scope, _LOCAL + local.id, dict(amounts), enforced=False)
+        if result[0] in (b"1", "1"):
+            return Reservation(scope, rid, dict(amounts))
+        dim, limit, taken, requested = (_text(x) for x in result[1:5])
+        return Refusal(dim, float(limit), float(taken), float(requested), scope)
+
+    def settle(self, reservation: Reservation, actual: Mapping[str, float]) -> None:
+        """Replace the reservation by `actual` exactly once; an empty id just adds `actual` (a charge)."""
+        rid = reservation.id
+        if rid.startswith(_LOCAL):
+            self._local.settle(Reservation(reservation.scope, rid[len(_LOCAL):], reservation.amounts), actual)
+            rid = ""
+            if not any(actual.values()):
+                return
+        sid = rid or self._new_id()
+        self._apply(reservation.scope, rid, sid, _encode(actual))
+
+    def release(self, reservation: Reservation) -> None:
+        """Give the reservation back unused."""
+        self.settle(reservation, {})
+
+    def read(self, scope: str) -> dict[str, float]:
+        """Used plus reserved per dimension (live reservations only); raises LedgerUnavailable."""
+        detail = self.detail(scope)
+        return {dim: detail["used"][dim] + detail["reserved"][dim] for dim in DIMS}
+
+    def detail(self, scope: str) -> dict[str, dict[str, float]]:
+        """`{"used": {dim: ...}, "reserved": {dim: ...}}` of a scope in the current window."""
+        try:
+            raw = self._run(self._read, self.keys(scope), list(DIMS))
+        except self._errors as exc:
+            raise LedgerUnavailable(self._unreachable(exc)) from exc
+        values = [float(_text(x)) for x in raw]
+        return {
+            "used": {dim: values[2 * i] for i, dim in enumerate(DIMS)},
+            "reserved": {dim: values[2 * i + 1] for i, dim in enumerate(DIMS)},
+        }
+
+    # --- settles that could not reach Redis -----------------------------------------------------------
+
+    @property
+    def pending(self) -> int:
+        """Settles waiting for Redis to answer again."""
+        return len(self._backlog)
+
+    def _apply(self, scope: str, rid: str, sid: str, actual: str) -> None:
+        try:
+            self._run(self._settle, self.keys(scope), [rid, sid, 0, actual, self._remember_ms, self._idle_ms(scope)])
+        except self._errors as exc:
+            self._warn(exc)
+            self._backlog.append((scope, rid, sid, actual))
+
+    def _flush(self) -> None:
+        """Push the settles kept while Redis was away (idempotent by settle id); stop at the first failure."""
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
+            while self._backlog:
+                scope, rid, sid, actual = self._backlog[0]
+                args = [rid, sid, 0, actual, self._remember_ms, self._idle_ms(scope)]
+                try:
+                    self._settle(keys=self.keys(scope), args=args, client=self.client)
+                except self._errors:
+                    return
+                self._backlog.popleft()
+        finally:
+            self._lock.release()
+
+    def flush(self) -> int:
+        """Try now to push the settles kept while Redis was away; returns how many are still waiting."""
+        self._down_until = 0.0
+        self._flush()
+        return len(self._backlog)
+
+    def close(self) -> None:
+        """Close the connections."""
+        try:
+            self.client.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,215 @@
+"""Claude Agent SDK driving the real Claude Code CLI (bundled with the SDK) against ScriptedLLM on loopback."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+sdk = pytest.importorskip("claude_agent_sdk")
+
+from claude_agent_sdk import (  # noqa: E402
+    AgentDefinition,
+    ClaudeAgentOptions,
+    ClaudeSDKClient,
+    HookMatcher,
+    ResultMessage,
+    create_sdk_mcp_server,
+    query,
+    tool,
+)
+
+import otel_budget  # noqa: E402
+from otel_budget.instrumentation.claude_agent_sdk import outcome  # noqa: E402
+from otel_budget.testing import RecordedRequest, ScriptedLLM, ToolCall, Turn  # noqa: E402
+
+MODEL = "claude-sonnet-4-5"
+LOOKUP = "mcp__docs__lookup"
+executed: list[dict[str, Any]] = []
+
+
+@tool("lookup", "Look something up", {"q": str})
+async def lookup(args: dict[str, Any]) -> dict[str, Any]:
+    executed.append(args)
+    return {"content": [{"type": "text", "text": "nothing yet"}]}
+
+
+@pytest.fixture(autouse=True)
+def _clear() -> Iterator[None]:
+    executed.clear()
+    yield
+    executed.clear()
+
+
+def options(llm: ScriptedLLM, home: Path, **kwargs: Any) -> ClaudeAgentOptions:
+    """The CLI offline: its API at ScriptedLLM, a clean HOME, no non-essential traffic, no settings files."""
+    env = {
+        "ANTHROPIC_BASE_URL": llm.anthropic_base_url, "ANTHROPIC_API_KEY": "test", "HOME": str(home),
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
+    }
+    return ClaudeAgentOptions(
+        mcp_servers={"docs": create_sdk_mcp_server("docs", tools=[lookup])},
+        allowed_tools=[LOOKUP, "Agent", "Task"], model=MODEL, env=env, cwd=str(home), setting_sources=[],
+        **kwargs,
+    )
+
+
+def collect(prompt: str, opts: ClaudeAgentOptions) -> list[Any]:
+    async def go() -> list[Any]:
+        return [message async for message in query(prompt=prompt, options=opts)]
+
+    return anyio.run(go)
+
+
+def main_thread(request: RecordedRequest) -> bool:
+    """The main agent's requests offer the Agent tool; a subagent's do not."""
+    return any(t.get("name") == "Agent" for t in request.body.get("tools", []))
+
+
+def _spans(otel: Any, prefix: str) -> list[Any]:
+    return [s for s in otel.get_finished_spans() if s.name.startswith(prefix)]
+
+
+def test_healthy_query_is_a_done_run_with_one_chat_span_per_request(
+    scripted_llm: ScriptedLLM, otel: Any, tmp_path: Path
+) -> None:
+    scripted_llm.script(
+        Turn(tool_calls=[ToolCall(LOOKUP, {"q": "a"})], input_tokens=100, output_tokens=10),
+        Turn(text="Found it.", input_tokens=120, output_tokens=5),
+    )
+    messages = collect("find it", options(scripted_llm, tmp_path))
+    result = messages[-1]
+    assert isinstance(result, ResultMessage) and result.result == "Found it." and not result.is_error
+    assert not any(type(m).__name__ == "StreamEvent" for m in messages)  # the events we asked for stay hidden
+    done = outcome(result)
+    assert done is not None and done.stop_reason == "done"
+    assert done.usage.model_calls == len(scripted_llm.requests) == 2
+    assert (done.usage.input_tokens, done.usage.output_tokens) == (220, 15)
+    assert done.usage.tool_calls == 1 and executed == [{"q": "a"}]
+    assert done.usage.cost_usd == pytest.approx(result.total_cost_usd)  # the CLI's own figure, not doubled
+    (run_span,) = _spans(otel, "invoke_agent")
+    chats = _spans(otel, "chat ")
+    assert [s.name for s in chats] == [f"chat {MODEL}"] * 2
+    assert all(s.parent.span_id == run_span.context.span_id for s in chats)
+    assert run_span.attributes["stop.reason"] == "done"
+
+
+def test_stuck_query_is_stopped_by_repeat_before_the_next_call(
+    scripted_llm: ScriptedLLM, otel: Any, tmp_path: Path
+) -> None:
+    scripted_llm.default = Turn(tool_calls=[ToolCall(LOOKUP, {"q": "same"})], input_tokens=100, output_tokens=10)
+    opts = options(scripted_llm, tmp_path)
+    opts.otel_budget = otel_budget.Budget(max_repeats=3)  # type: ignore[attr-defined]
+    messages = collect("find it", opts)
+    result = messages[-1]
+    done = outcome(result)
+    assert done is not None and done.stop_reason == "repeat"
+    assert len(scripted_llm.requests) == 3 == done.usage.model_calls
+    assert len(executed) == 2  # the third identical request was denied
+    assert result.is_error and result.result.startswith("Stopped at a limit: max_repeats")
+    (run_span,) = _spans(otel, "invoke_agent")
+    assert run_span.attributes["stop.reason"] == "repeat"
+
+
+def test_runaway_query_is_stopped_by_cost_without_overshoot(
+    scripted_llm: ScriptedLLM, instrument_with: Any, tmp_path: Path
+) -> None:
+    instrument_with(prices={MODEL: otel_budget.Price(input_per_mtok=3.0, output_per_mtok=15.0)})
+    counter = iter(range(1000))
+    scripted_llm.responder = lambda request: Turn(
+        tool_calls=[ToolCall(LOOKUP, {"q": f"page {next(counter)}"})], input_tokens=1000, output_tokens=100
+    )
+    # Each call costs $0.0045 with at most 2000 output tokens ($0.033 reserved): about 10 calls fit in $0.08.
+    env_cap = {"CLAUDE_CODE_MAX_OUTPUT_TOKENS": "2000"}
+    opts = options(scripted_llm, tmp_path)
+    opts.env.update(env_cap)
+    opts.otel_budget = otel_budget.Budget(max_usd=0.08)  # type: ignore[attr-defined]
+    messages = collect("find it", opts)
+    done = outcome(messages[-1])
+    assert done is not None and done.stop_reason == "cost" and done.limit == "max_usd"
+    assert done.usage.cost_usd <= 0.08
+    assert done.usage.cost_usd + 0.034 > 0.08  # it stopped because the next call's worst case did not fit
+    assert done.usage.model_calls == len(scripted_llm.requests) > 3
+    assert all(r.body["max_tokens"] <= 2000 for r in scripted_llm.requests)
+
+
+def test_subagent_draws_from_the_parent_budget(scripted_llm: ScriptedLLM, otel: Any, tmp_path: Path) -> None:
+    main = [
+        Turn(tool_calls=[ToolCall("Agent", {"description": "look", "prompt": "look it up", "subagent_type": "helper",
+                                            "run_in_background": False})], input_tokens=100, output_tokens=10),
+        Turn(text="All done.", input_tokens=150, output_tokens=5),
+    ]
+    sub = [
+        Turn(tool_calls=[ToolCall(LOOKUP, {"q": "sub"})], input_tokens=50, output_tokens=5),
+        Turn(text="sub done", input_tokens=60, output_tokens=7),
+    ]
+    scripted_llm.responder = lambda request: (main if main_thread(request) else sub).pop(0)
+    opts = options(scripted_llm, tmp_path, agents={
+        "helper": AgentDefinition(description="helper", prompt="You help.", tools=[LOOKUP])})
+    messages = collect("find it", opts)
+    done = outcome(messages[-1])
+    assert done is not None and done.stop_reason == "done"
+    assert executed == [{"q": "sub"}]  # the subagent's tool ran, through our gate
+    assert done.usage.tool_calls == 2  # the delegation and the subagent's lookup, in one tree
+    assert done.usage.cost_usd == pytest.approx(messages[-1].total_cost_usd)
+    assert len(scripted_llm.requests) == 4
+
+
+def test_delegation_beyond_max_depth_is_refused_and_the_parent_goes_on(
+    scripted_llm: ScriptedLLM, otel: Any, tmp_path: Path
+) -> None:
+    scripted_llm.script(
+        Turn(tool_calls=[ToolCall("Agent", {"description": "look", "prompt": "look it up", "subagent_type": "helper",
+                                            "run_in_background": False})], input_tokens=100, output_tokens=10),
+        Turn(text="I could not delegate.", input_tokens=150, output_tokens=5),
+    )
+    opts = options(scripted_llm, tmp_path, agents={
+        "helper": AgentDefinition(description="helper", prompt="You help.", tools=[LOOKUP])})
+    opts.otel_budget = otel_budget.Budget(max_depth=1)  # type: ignore[attr-defined]
+    messages = collect("find it", opts)
+    done = outcome(messages[-1])
+    assert done is not None and done.stop_reason == "done"
+    assert messages[-1].result == "I could not delegate."
+    assert all(main_thread(r) for r in scripted_llm.requests)  # no subagent call was sent
+    refusal = json.dumps(scripted_llm.requests[1].body["messages"][-1])
+    assert "max_depth" in refusal
+    (child,) = _spans(otel, "invoke_agent helper")
+    assert child.attributes["stop.reason"] == "depth"
+
+
+def test_client_session_is_one_run_across_prompts(scripted_llm: ScriptedLLM, otel: Any, tmp_path: Path) -> None:
+    scripted_llm.default = Turn(text="ok", input_tokens=100, output_tokens=5)
+    opts = options(scripted_llm, tmp_path)
+    opts.otel_budget = otel_budget.Budget(max_steps=2)  # type: ignore[attr-defined]
+    seen: list[Any] = []
+
+    async def go() -> ClaudeSDKClient:
+        client = ClaudeSDKClient(options=opts)
+        async with client:
+            for prompt in ("one", "two", "three"):
+                await client.query(prompt)
+                seen.extend([m async for m in client.receive_response()])
+        return client
+
+    client = anyio.run(go)
+    done = outcome(client)
+    assert done is not None and done.stop_reason == "steps"
+    assert len(scripted_llm.requests) == 2 == done.usage.model_calls
+    results = [m for m in seen if isinstance(m, ResultMessage)]
+    assert results[-1].is_error and "max_steps" in results[-1].result
+
+
+def test_user_hooks_still_run(scripted_llm: ScriptedLLM, otel: Any, tmp_path: Path) -> None:
+    calls: list[str] = []
+
+    async def mine(data: Any, tool_use_id: str | None, context: Any) -> dict[str, Any]:
+        calls.append(data["tool_name"])
+        return {}
+
+    scripted_llm.script(Turn(tool_calls=[ToolCall(LOOKUP, {"q": "a"})]), Turn(text="ok"))
+    collect("go", options(scripted_llm, tmp_path, hooks={"PreToolUse": [HookMatcher(hooks=[mine])]}))
+    assert calls == [LOOKUP]

@@ -1,0 +1,151 @@
+"""google-genai (the real SDK) against ScriptedLLM's Gemini route on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+genai = pytest.importorskip("google.genai")
+
+from google.genai import types  # noqa: E402
+
+import otel_budget  # noqa: E402
+from otel_budget.testing import ScriptedLLM, ToolCall, Turn  # noqa: E402
+
+MODEL = "gemini-2.5-flash"
+
+
+def lookup(q: str) -> str:
+    """Look something up."""
+    return "nothing yet"
+
+
+def _client(llm: ScriptedLLM) -> Any:
+    return genai.Client(api_key="x", http_options=types.HttpOptions(base_url=llm.base_url))
+
+
+def _config(**kwargs: Any) -> types.GenerateContentConfig:
+    return types.GenerateContentConfig(
+        tools=[lookup],
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(maximum_remote_calls=100),
+        **kwargs,
+    )
+
+
+def _spans(otel: Any, prefix: str) -> list[Any]:
+    return [s for s in otel.get_finished_spans() if s.name.startswith(prefix)]
+
+
+def test_healthy_run_with_automatic_function_calling_is_done(scripted_llm: ScriptedLLM, otel: Any) -> None:
+    scripted_llm.script(
+        Turn(tool_calls=[ToolCall("lookup", {"q": "a"})], input_tokens=40, output_tokens=10),
+        Turn(text="Found it.", input_tokens=60, output_tokens=9, reasoning_tokens=4, cache_read_tokens=20),
+    )
+    with otel_budget.run("gemini-agent", budget=otel_budget.Budget(max_steps=10)) as run:
+        client = _client(scripted_llm)  # keep a reference: a collected Client closes its connection
+        reply = client.models.generate_content(model=MODEL, contents="find it", config=_config())
+    assert reply.text == "Found it."
+    outcome = run.outcome
+    assert outcome is not None and outcome.stop_reason == "done"
+    assert outcome.usage.model_calls == len(scripted_llm.requests) == 2
+    # Output = candidates + thoughts; input = prompt tokens, cached ones included.
+    assert (outcome.usage.input_tokens, outcome.usage.output_tokens) == (100, 19)
+    assert (outcome.usage.reasoning_tokens, outcome.usage.cache_read_tokens) == (4, 20)
+    assert outcome.usage.tool_calls == 1
+    (run_span,) = _spans(otel, "invoke_agent")
+    chats = _spans(otel, "chat ")
+    assert [s.name for s in chats] == [f"chat {MODEL}"] * 2
+    assert all(s.parent.span_id == run_span.context.span_id for s in chats)
+    assert chats[1].attributes["gen_ai.provider.name"] == "gcp.gemini"
+    assert chats[1].attributes["gen_ai.usage.output_tokens"] == 9
+    assert chats[1].attributes["gen_ai.usage.reasoning.output_tokens"] == 4
+
+
+def test_stuck_run_is_stopped_by_repeat(scripted_llm: ScriptedLLM, otel: Any) -> None:
+    scripted_llm.default = Turn(tool_calls=[ToolCall("lookup", {"q": "same"})], input_tokens=30, output_tokens=8)
+    client = _client(scripted_llm)
+    with otel_budget.run("gemini-stuck", budget=otel_budget.Budget(max_repeats=3)) as run:
+        client.models.generate_content(model=MODEL, contents="find it", config=_config())
+    outcome = run.outcome
+    assert outcome is not None and outcome.stop_reason == "repeat"
+    assert len(scripted_llm.requests) == 3 == outcome.usage.model_calls
+    assert outcome.wrap_up.startswith("Stopped at a limit: max_repeats")
+
+
+def test_runaway_run_is_stopped_by_cost_without_overshoot(
+    scripted_llm: ScriptedLLM, instrument_with: Any
+) -> None:
+    instrument_with(prices={MODEL: otel_budget.Price(input_per_mtok=200.0, output_per_mtok=800.0)})
+    counter = iter(range(1000))
+    scripted_llm.responder = lambda request: Turn(
+        tool_calls=[ToolCall("lookup", {"q": f"page {next(counter)}"})], output_tokens=20
+    )
+    cap = 1.0
+    client = _client(scripted_llm)
+    with otel_budget.run("gemini-runaway", budget=otel_budget.Budget(max_usd=cap)) as run:
+        client.models.generate_content(
+            model=MODEL, contents="find it", config=_config(max_output_tokens=50)
+        )
+    outcome = run.outcome
+    assert outcome is not None and outcome.stop_reason == "cost" and outcome.limit == "max_usd"
+    assert outcome.usage.cost_usd <= cap * 1.02  # at most the input-estimate error of one call
+    assert outcome.usage.model_calls == len(scripted_llm.requests) > 2
+
+
+def test_streams_and_async_calls_are_counted_once(scripted_llm: ScriptedLLM, otel: Any) -> None:
+    scripted_llm.script(
+        Turn(text="one two three", input_tokens=11, output_tokens=6, reasoning_tokens=2),
+        Turn(text="async reply", input_tokens=7, output_tokens=3),
+        Turn(text="async stream", input_tokens=5, output_tokens=2),
+    )
+    client = _client(scripted_llm)
+
+    async def both() -> tuple[str, list[str]]:
+        reply = await client.aio.models.generate_content(model=MODEL, contents="hi")
+        stream = await client.aio.models.generate_content_stream(model=MODEL, contents="hi")
+        return str(reply.text), [str(chunk.text) async for chunk in stream]
+
+    with otel_budget.run("gemini-stream") as run:
+        text = "".join(c.text or "" for c in client.models.generate_content_stream(model=MODEL, contents="hi"))
+        reply, pieces = asyncio.run(both())
+    assert (text, reply, "".join(pieces)) == ("one two three", "async reply", "async stream")
+    usage = run.outcome.usage if run.outcome else None
+    assert usage is not None and usage.model_calls == 3 == len(scripted_llm.requests)
+    assert (usage.input_tokens, usage.output_tokens, usage.reasoning_tokens) == (23, 11, 2)
+    assert len(_spans(otel, "chat ")) == 3
+
+
+def test_budget_sets_the_output_limit_of_a_request_that_has_none(scripted_llm: ScriptedLLM, otel: Any) -> None:
+    scripted_llm.default = Turn(text="a long answer " * 20, input_tokens=10, output_tokens=500)
+    client = _client(scripted_llm)
+    with otel_budget.run("gemini-tokens", budget=otel_budget.Budget(max_output_tokens=100)) as run:
+        client.models.generate_content(model=MODEL, contents="write")
+    assert scripted_llm.requests[0].body["generationConfig"]["maxOutputTokens"] == 100
+    assert run.outcome is not None and run.outcome.usage.output_tokens == 100
+
+
+def test_nested_run_draws_from_the_parent_budget(scripted_llm: ScriptedLLM, otel: Any) -> None:
+    scripted_llm.default = Turn(text="ok", input_tokens=10, output_tokens=2)
+    client = _client(scripted_llm)
+    with otel_budget.run("parent", budget=otel_budget.Budget(max_steps=3)) as parent:
+        client.models.generate_content(model=MODEL, contents="plan")
+        with otel_budget.run("child", budget=otel_budget.Budget(max_steps=10)) as child:
+            for _ in range(5):
+                client.models.generate_content(model=MODEL, contents="work")
+    assert child.outcome is not None and child.outcome.stop_reason == "steps"
+    assert parent.outcome is not None and parent.outcome.usage.model_calls == 3 == len(scripted_llm.requests)
+
+
+def test_uninstrument_restores_the_request_methods() -> None:
+    from google.genai import _api_client
+
+    names = ("request", "request_streamed", "async_request", "async_request_streamed")
+    before = [_api_client.BaseApiClient.__dict__[n] for n in names]
+    otel_budget.instrument()
+    try:
+        assert _api_client.BaseApiClient.__dict__["request"] is not before[0]
+    finally:
+        otel_budget.uninstrument()
+    assert all(_api_client.BaseApiClient.__dict__[n] is b for n, b in zip(names, before, strict=True))
