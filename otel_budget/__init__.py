@@ -83,7 +83,7 @@ def instrument(
     """
     settings = _config.Settings(
         telemetry=_Telemetry(tracer_provider, meter_provider),
-        prices=_PriceBook(prices),
+        prices=_PriceBook(prices),  # type: ignore[arg-type]  # mappings become Price
         default_budget=budget,
         ledger=ledger,
         instrumented=True,

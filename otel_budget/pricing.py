@@ -84,7 +84,7 @@ def _from_genai_prices(provider: str, model: str) -> ModelPricing | None:
         return None
     mp = calc.model_price
     fields = ("input_mtok", "output_mtok", "cache_read_mtok", "cache_write_mtok")
-    raw = {f: getattr(mp, f, None) for f in fields}
+    raw: dict[str, Any] = {f: getattr(mp, f, None) for f in fields}
     starts = sorted({t.start for v in raw.values() if hasattr(v, "tiers") for t in v.tiers})
 
     def at(value: Any, tokens: int) -> float | None:

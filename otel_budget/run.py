@@ -44,6 +44,8 @@ _ids = itertools.count(1)
 _DIM_REASON: dict[str, tuple[StopReason, str]] = {dim: (reason, f) for f, (dim, reason, _) in LIMITS.items()}
 #: Stops recorded between calls that refuse the next model or tool call.
 _GATED_STOPS = (StopReason.REPEAT, StopReason.TOOL_CALLS, StopReason.AWAITING_APPROVAL, StopReason.DENIED)
+#: A finished run needs no wrap-up, and a paused one goes on later: neither spends a call on a summary.
+_NO_MODEL_WRAP_UP = (StopReason.DONE, StopReason.AWAITING_APPROVAL)
 #: Above this many output tokens of headroom the enforcer leaves a request without an output limit as it is.
 AUTO_MAX_TOKENS_CEILING = 16384
 #: Reserved as the output of a call with no output limit when the budget leaves more than the ceiling.
@@ -96,7 +98,7 @@ class RunNode:
         self.budget = budget
         self.parent = parent
         self.root: RunNode = parent.root if parent is not None else self
-        self.depth = parent.depth + 1 if parent is not None else 1
+        self.depth: int = parent.depth + 1 if parent is not None else 1
         self.account = lg.Account(budget.limits(), name=name)
         self.chain: tuple[RunNode, ...] = (self, *(parent.chain if parent is not None else ()))
         self.accounts = tuple(n.account for n in self.chain)
@@ -124,7 +126,7 @@ class RunNode:
         self.summarize: Callable[[str, int], Any] | None = None
         self.holdback: dict[str, float] | None = None
         self.depth_refused = self._depth_exceeded()
-        self.charges: Counter[str] = Counter()
+        self.charges: dict[str, float] = {}  # USD charged by name
         # Approvals, denials and the pending call are shared by the run tree (see approval.py).
         self.approval: ApprovalState | None = parent.approval if parent is not None else None
         if self.approval is None and budget.approve is not None:
@@ -453,7 +455,7 @@ class RunNode:
             raise ValueError("charge(usd=...) must not be negative")
         lg.settle(self.accounts, {}, {"usd": float(usd)}, self.lock)
         self._charge_shared({"usd": float(usd)})
-        self.charges[name] += usd
+        self.charges[name] = self.charges.get(name, 0.0) + usd
         self._check_near()
 
     def carry_over(self, usage: Usage) -> None:
@@ -587,7 +589,7 @@ class Run:
         node = self.node
         reason = self._reason_for(exc)
         text = None
-        if reason is not StopReason.DONE and node.budget.wrap_up == "model" and node.summarize is not None:
+        if reason not in _NO_MODEL_WRAP_UP and node.budget.wrap_up == "model" and node.summarize is not None:
             text = await self._model_wrap_up_async(reason)
         return self._close(exc, reason, text)
 
@@ -631,7 +633,7 @@ class Run:
         node = self.node
         reason = self._reason_for(exc)
         text = None
-        if reason is not StopReason.DONE and node.budget.wrap_up == "model" and node.summarize is not None:
+        if reason not in _NO_MODEL_WRAP_UP and node.budget.wrap_up == "model" and node.summarize is not None:
             text = self._model_wrap_up_sync(reason)
         return self._close(exc, reason, text)
 

@@ -151,7 +151,7 @@ class Telemetry:
     # --- model calls ------------------------------------------------------------------------------------
 
     def start_call(self, call: ModelCall) -> Any:
-        attrs = {
+        attrs: dict[str, Any] = {
             sc.GEN_AI_OPERATION_NAME: call.operation,
             sc.GEN_AI_PROVIDER_NAME: call.provider,
             sc.GEN_AI_REQUEST_MODEL: call.model,

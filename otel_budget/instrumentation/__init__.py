@@ -11,6 +11,7 @@ import importlib.util
 import logging
 import sys
 import threading
+from collections.abc import Callable
 
 import wrapt
 
@@ -55,6 +56,13 @@ def _patch_one(name: str) -> None:
             log.warning("otel-budget: could not instrument %s", name, exc_info=True)
 
 
+def _hook(name: str) -> Callable[[object], None]:
+    def on_import(_module: object) -> None:
+        _patch_one(name)
+
+    return on_import
+
+
 def instrument_all(patches: Patches) -> list[str]:
     """Patch every installed library now or on its first import; returns those patched so far."""
     global _active
@@ -65,7 +73,7 @@ def instrument_all(patches: Patches) -> list[str]:
                 _patch_one(name)
             elif name not in _hooked and _installed(target):
                 _hooked.add(name)
-                wrapt.register_post_import_hook(lambda _module, name=name: _patch_one(name), target)
+                wrapt.register_post_import_hook(_hook(name), target)
         return list(_done)
 
 

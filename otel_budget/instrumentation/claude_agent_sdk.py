@@ -34,8 +34,8 @@ from .. import config
 from .. import semconv as sc
 from ..budget import BudgetExceeded, StopReason, UnknownPriceError
 from ..calls import Guard, ModelCall, TokenUsage
-from ..run import _current as _current_run  # the run tree's ContextVar: hooks run in the SDK's reader task
 from ..run import Admission, Run, RunNode
+from ..run import _current as _current_run  # the run tree's ContextVar: hooks run in the SDK's reader task
 from ..wrapup import template_wrap_up
 from ._framework import budget_from
 from ._patch import Patches
@@ -235,7 +235,7 @@ class Session:
             span = config.get().telemetry.start_call(call)
         except Exception:  # noqa: BLE001
             log.debug("otel-budget: could not start a call span", exc_info=True)
-        return Guard(call, node, adm, span, 0)
+        return Guard(call, node, adm, span, _no_chars)
 
     def _finish(self, guard: Guard) -> None:
         guard.finish()
@@ -270,6 +270,10 @@ class Session:
         _sessions.pop(self.id, None)
 
 
+def _no_chars() -> int:
+    return 0  # the CLI's request body is not ours to measure
+
+
 def _deny(reason: str) -> dict[str, Any]:
     return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
                                    "permissionDecisionReason": reason}}
@@ -290,8 +294,8 @@ def _configure(options: Any, node: RunNode) -> tuple[Any, Session]:
     session = Session(node, str(options.model or DEFAULT_MODEL), max_output, not options.include_partial_messages)
     env[_ENV_SESSION] = session.id
     hooks = {event: list(matchers) for event, matchers in (options.hooks or {}).items()}
-    hooks.setdefault("UserPromptSubmit", []).insert(0, HookMatcher(hooks=[session.on_prompt]))
-    hooks.setdefault("PreToolUse", []).insert(0, HookMatcher(hooks=[session.on_tool]))
+    hooks.setdefault("UserPromptSubmit", []).insert(0, HookMatcher(hooks=[session.on_prompt]))  # type: ignore[list-item]
+    hooks.setdefault("PreToolUse", []).insert(0, HookMatcher(hooks=[session.on_tool]))  # type: ignore[list-item]
     changes: dict[str, Any] = {"env": env, "hooks": hooks, "include_partial_messages": True}
     usd_left = _usd_left(node)
     if usd_left is not None:

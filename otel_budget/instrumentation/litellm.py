@@ -251,6 +251,10 @@ def instrument(patches: Patches) -> bool:
     if _DISPATCH_MODULE in sys.modules:
         _patch(patches)
         return True
+    if "litellm" in sys.modules and importlib.util.find_spec(_DISPATCH_MODULE) is None:
+        log.info("otel-budget: this LiteLLM has no %s (LiteLLM before its Rust dispatch); not patched",
+                 _DISPATCH_MODULE)
+        return False
     try:
         if importlib.util.find_spec("litellm") is None:
             return False

@@ -123,7 +123,7 @@ def jaeger():
     _Jaeger.traces += [_jaeger_trace(100, "tokens", 50, 0.2), {"traceID": "broken", "spans": "x"}]
     _Jaeger.seen = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Jaeger)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"

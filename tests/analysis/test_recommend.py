@@ -19,15 +19,15 @@ STEPS = [i % 94 + 1 for i in range(470)] + [96] * 25 + [1000] * 5
 
 
 def _runs():
-    for i, steps in enumerate(STEPS):
+    for steps in STEPS:
         yield run_attributes("invoice-agent", "done", steps, tool_calls=steps // 2, seconds=steps * 0.5,
                              tokens=steps * 1000, usd=steps * 0.001)
-    for i in range(12):
+    for _ in range(12):
         yield run_attributes("invoice-agent", "steps", 40, 20, 20.0, 40000, 0.04, limit="max_steps")
-    for i in range(3):
+    for _ in range(3):
         yield run_attributes("invoice-agent", "cost", 30, 15, 15.0, 30000, 0.80, limit="max_usd")
     yield run_attributes("invoice-agent", "error", 2, 0, 1.0, 2000, 0.002)
-    for i in range(5):
+    for _ in range(5):
         yield run_attributes("triage", "done", 3, 1, 2.0, 3000, 0.003)
 
 

@@ -91,18 +91,6 @@ def go_on(client: openai.OpenAI, paused: Any, approved: bool, **kwargs: Any) -> 
     return run
 
 
-def _instrument_openai_only(provider: Any) -> None:
-    """What `instrument(tracer_provider=provider)` does, for the openai SDK only: the full call imports every
-    installed framework (litellm, langchain, ...), which takes many seconds in a fresh process."""
-    from otel_budget import config
-    from otel_budget.instrumentation import openai as openai_adapter
-    from otel_budget.instrumentation._patch import Patches
-    from otel_budget.telemetry import Telemetry
-
-    config.install(config.Settings(telemetry=Telemetry(provider), instrumented=True))
-    openai_adapter.instrument(Patches())
-
-
 def main(argv: list[str]) -> int:
     base_url, path, decision, spans_path = argv
     from opentelemetry.sdk.trace import TracerProvider
@@ -110,7 +98,7 @@ def main(argv: list[str]) -> int:
 
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(otel_budget.FileSpanExporter(spans_path)))
-    _instrument_openai_only(provider)
+    otel_budget.instrument(tracer_provider=provider)
     client = openai.OpenAI(base_url=base_url, api_key="test", max_retries=0)
     with open(path, encoding="utf-8") as fh:
         paused = otel_budget.PausedRun.model_validate_json(fh.read())
