@@ -122,8 +122,8 @@ def throughput(url: str, clients: int, seconds: float) -> float:
 # --- 2. added latency per call ----------------------------------------------------------------------------
 
 
-def _per_call(calls: int) -> float:
-    """Mean seconds of one budgeted admission + settle through the run machinery (the store set by instrument)."""
+def _per_call(calls: int) -> list[float]:
+    """Seconds of each budgeted admission + settle through the run machinery (the store set by instrument)."""
     import otel_budget
     from otel_budget import Budget, Scope
 
@@ -136,20 +136,25 @@ def _per_call(calls: int) -> float:
             adm = node.admit("openai", "gpt-4o", 100, lambda: 400)
             node.settle(adm, input_tokens=100, output_tokens=50, cost=0.00075)
             times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    return times
 
 
-def _ping(url: str, calls: int) -> float:
+def _round_trips(url: str, calls: int) -> tuple[list[float], list[float]]:
+    """Seconds of a PING and of an EVALSHA of an empty Lua script (the floor of one script round trip)."""
     import redis
 
     client = redis.Redis.from_url(url)
-    times = []
+    noop = client.register_script("return 1")
+    pings, scripts = [], []
     for _ in range(calls):
         t = time.perf_counter()
         client.ping()
-        times.append(time.perf_counter() - t)
+        pings.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        noop(keys=["{bench}:x"], args=[], client=client)
+        scripts.append(time.perf_counter() - t)
     client.close()
-    return statistics.median(times)
+    return pings, scripts
 
 
 def _model_call(calls: int) -> float:
@@ -168,19 +173,27 @@ def _model_call(calls: int) -> float:
     return statistics.median(times)
 
 
-def latency(url: str, calls: int) -> dict[str, float]:
+def latency(url: str, calls: int, rounds: int = 5) -> dict[str, float]:
+    """Medians over `rounds` interleaved rounds, so machine noise hits every path alike."""
     import otel_budget
     from otel_budget import RedisLedger
 
     store = RedisLedger(url, prefix="bench-latency")
-    out: dict[str, float] = {}
-    for _ in range(2):  # warm up, then measure: memory and redis interleaved in one run
+    samples: dict[str, list[float]] = {"memory": [], "redis": [], "ping": [], "script": []}
+    per_round = max(1, calls // rounds)
+    for i in range(rounds + 1):  # round 0 warms up
         otel_budget.instrument()
-        out["memory"] = _per_call(calls)
+        memory = _per_call(per_round)
         otel_budget.instrument(ledger=store)
-        out["redis"] = _per_call(calls)
+        redis_times = _per_call(per_round)
+        pings, scripts = _round_trips(url, per_round)
+        if i:
+            samples["memory"] += memory
+            samples["redis"] += redis_times
+            samples["ping"] += pings
+            samples["script"] += scripts
     otel_budget.uninstrument()
-    out["ping"] = _ping(url, calls)
+    out = {key: statistics.median(values) for key, values in samples.items()}
     out["model_call"] = _model_call(min(calls, 300))
     store.close()
     return out
@@ -189,7 +202,7 @@ def latency(url: str, calls: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="seconds per throughput measurement")
-    parser.add_argument("--calls", type=int, default=2000, help="calls per latency measurement")
+    parser.add_argument("--calls", type=int, default=2500, help="calls per latency measurement")
     parser.add_argument("--clients", default="1,4,16", help="client process counts")
     parser.add_argument("--out", default=str(HERE / "fleet-results.md"))
     args = parser.parse_args()
@@ -225,11 +238,13 @@ def main() -> None:
         f"| admit + settle, fleet scope in the in-process ledger | {lat['memory'] * 1e6:,.0f} us |",
         f"| admit + settle, fleet scope in RedisLedger | {lat['redis'] * 1e6:,.0f} us |",
         f"| added by Redis | {added * 1e6:,.0f} us |",
-        f"| one Redis PING round trip | {lat['ping'] * 1e6:,.0f} us |",
+        f"| one Redis PING round trip (redis-py) | {lat['ping'] * 1e6:,.0f} us |",
+        f"| one EVALSHA of an empty script (redis-py) | {lat['script'] * 1e6:,.0f} us |",
         f"| a model call via the openai SDK to ScriptedLLM (loopback) | {lat['model_call'] * 1e6:,.0f} us |",
         "",
-        f"Redis-backed / in-process admit+settle: x{lat['redis'] / lat['memory']:.1f}; the added time is "
-        f"{added / lat['ping']:.1f} PING round trips (one reserve + one settle script), "
+        f"Redis-backed / in-process admit+settle: x{lat['redis'] / lat['memory']:.1f}. The added time is "
+        f"{added / lat['script']:.1f} empty-script round trips (a call makes 2: one reserve, one settle; the rest is "
+        "the scripts' own work and argument encoding), "
         f"{added / lat['model_call'] * 100:.1f}% of a loopback model call (a real provider call takes "
         "hundreds of milliseconds).",
         "",

@@ -125,6 +125,33 @@ class Guard:
             return exc
         return error
 
+    def send(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Send the admitted call. Instrumented calls nested inside pass through; a failure settles the call
+        and may come back as a time stop (the run's time ran out while the call was in flight)."""
+        token = _IN_CALL.set(True)
+        try:
+            return fn(*args, **kwargs)
+        except BaseException as exc:
+            replaced = self.fail(exc)
+            if replaced is exc:
+                raise
+            raise replaced from exc
+        finally:
+            _IN_CALL.reset(token)
+
+    async def asend(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """`send` for a coroutine function."""
+        token = _IN_CALL.set(True)
+        try:
+            return await fn(*args, **kwargs)
+        except BaseException as exc:
+            replaced = self.fail(exc)
+            if replaced is exc:
+                raise
+            raise replaced from exc
+        finally:
+            _IN_CALL.reset(token)
+
     def abandon(self) -> None:
         """The caller dropped a stream before its end: settle with what was seen."""
         if self._claim():

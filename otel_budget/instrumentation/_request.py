@@ -119,16 +119,7 @@ def sync_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
         guard, call, options, stream = started
         if guard is None:
             return wrapped(*args, **kwargs)
-        token = flag.set(True)
-        try:
-            result = wrapped(*args, **kwargs)
-        except BaseException as exc:
-            replaced = guard.fail(exc)
-            if replaced is exc:
-                raise
-            raise replaced from exc
-        finally:
-            flag.reset(token)
+        result = guard.send(wrapped, *args, **kwargs)
         return _after(adapter, guard, call, options, result, stream, False)
 
     return wrapper
@@ -145,16 +136,7 @@ def async_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
         guard, call, options, stream = started
         if guard is None:
             return await wrapped(*args, **kwargs)
-        token = flag.set(True)
-        try:
-            result = await wrapped(*args, **kwargs)
-        except BaseException as exc:
-            replaced = guard.fail(exc)
-            if replaced is exc:
-                raise
-            raise replaced from exc
-        finally:
-            flag.reset(token)
+        result = await guard.asend(wrapped, *args, **kwargs)
         return _after(adapter, guard, call, options, result, stream, True)
 
     return wrapper

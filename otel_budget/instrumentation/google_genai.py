@@ -170,22 +170,12 @@ def _read(guard: Guard, response: Any) -> Any:
     return response
 
 
-def _fail(guard: Guard, exc: BaseException) -> BaseException:
-    return guard.fail(exc)
-
-
 def _request(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     started = _start(instance, args, kwargs, False, False)
     if started is None:
         return wrapped(*args, **kwargs)
     guard, a, k = started
-    try:
-        response = wrapped(*a, **k)
-    except BaseException as exc:
-        replaced = _fail(guard, exc)
-        if replaced is exc:
-            raise
-        raise replaced from exc
+    response = guard.send(wrapped, *a, **k)
     return _read(guard, response)
 
 
@@ -194,13 +184,7 @@ async def _async_request(wrapped: Any, instance: Any, args: tuple[Any, ...], kwa
     if started is None:
         return await wrapped(*args, **kwargs)
     guard, a, k = started
-    try:
-        response = await wrapped(*a, **k)
-    except BaseException as exc:
-        replaced = _fail(guard, exc)
-        if replaced is exc:
-            raise
-        raise replaced from exc
+    response = await guard.asend(wrapped, *a, **k)
     return _read(guard, response)
 
 
@@ -209,13 +193,7 @@ def _request_streamed(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs
     if started is None:
         return wrapped(*args, **kwargs)
     guard, a, k = started
-    try:
-        chunks = wrapped(*a, **k)  # a generator: the request goes out on the first next()
-    except BaseException as exc:
-        replaced = _fail(guard, exc)
-        if replaced is exc:
-            raise
-        raise replaced from exc
+    chunks = guard.send(wrapped, *a, **k)  # a generator: the request goes out on the first next()
     return SyncStream(chunks, guard, ChunkReader(guard.call))
 
 
@@ -224,13 +202,7 @@ async def _async_request_streamed(wrapped: Any, instance: Any, args: tuple[Any, 
     if started is None:
         return await wrapped(*args, **kwargs)
     guard, a, k = started
-    try:
-        chunks = await wrapped(*a, **k)
-    except BaseException as exc:
-        replaced = _fail(guard, exc)
-        if replaced is exc:
-            raise
-        raise replaced from exc
+    chunks = await guard.asend(wrapped, *a, **k)
     return AsyncStream(chunks, guard, ChunkReader(guard.call))
 
 

@@ -26,7 +26,7 @@ from .. import semconv as sc
 from ..calls import Guard, ModelCall, TokenUsage
 from ._patch import Patches
 from ._stream import AsyncStream, SyncStream
-from .openai import ChatStream, _get, chat_usage
+from .openai import ChatStream, _get, chat_usage, read_chat
 
 log = logging.getLogger(__name__)
 
@@ -70,19 +70,7 @@ def usage_of(usage: Any) -> TokenUsage | None:
 
 def read(result: Any, call: ModelCall) -> None:
     """A LiteLLM `ModelResponse` into the call record."""
-    call.usage = usage_of(_get(result, "usage"))
-    call.response_model = _get(result, "model")
-    call.response_id = _get(result, "id")
-    for choice in _get(result, "choices", None) or ():
-        reason = _get(choice, "finish_reason")
-        if reason:
-            call.finish_reasons.append(reason)
-        message = _get(choice, "message")
-        if call.output_text is not None and _get(message, "content"):
-            call.output_text.append(_get(message, "content"))
-        for tc in _get(message, "tool_calls", None) or ():
-            fn = _get(tc, "function")
-            call.tool_calls.append((_get(fn, "name", "") or "", _get(fn, "arguments", ""), _get(tc, "id")))
+    read_chat(result, call, usage_of)
 
 
 def _request(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[str, Any]:
@@ -192,16 +180,7 @@ def _sync_run(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[s
     if started is None:
         return wrapped(*args, **kwargs)
     guard, prepared = started
-    token = flag.set(True)
-    try:
-        result = wrapped(call_args, prepared, *args[2:], **kwargs)
-    except BaseException as exc:
-        replaced = guard.fail(exc)
-        if replaced is exc:
-            raise
-        raise replaced from exc
-    finally:
-        flag.reset(token)
+    result = guard.send(wrapped, call_args, prepared, *args[2:], **kwargs)
     return _after(guard, result, False)
 
 
@@ -214,16 +193,7 @@ async def _async_run(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs:
     if started is None:
         return await wrapped(*args, **kwargs)
     guard, prepared = started
-    token = flag.set(True)
-    try:
-        result = await wrapped(call_args, prepared, *args[2:], **kwargs)
-    except BaseException as exc:
-        replaced = guard.fail(exc)
-        if replaced is exc:
-            raise
-        raise replaced from exc
-    finally:
-        flag.reset(token)
+    result = await guard.asend(wrapped, call_args, prepared, *args[2:], **kwargs)
     return _after(guard, result, True)
 
 

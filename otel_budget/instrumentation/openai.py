@@ -5,6 +5,7 @@ Patched at `SyncAPIClient.request` / `AsyncAPIClient.request` of the openai SDK;
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .. import semconv as sc
@@ -65,6 +66,23 @@ def read_response(resp: Any, call: ModelCall) -> None:
         elif call.output_text is not None and _get(item, "type") == "message":
             for part in _get(item, "content", None) or ():
                 call.output_text.append(_get(part, "text", "") or "")
+
+
+def read_chat(result: Any, call: ModelCall, usage: Callable[[Any], TokenUsage | None] = chat_usage) -> None:
+    """A chat completion (OpenAI-shaped, as LiteLLM returns too) into the call record."""
+    call.usage = usage(_get(result, "usage"))
+    call.response_model = _get(result, "model")
+    call.response_id = _get(result, "id")
+    for choice in _get(result, "choices", None) or ():
+        reason = _get(choice, "finish_reason")
+        if reason:
+            call.finish_reasons.append(reason)
+        message = _get(choice, "message")
+        if call.output_text is not None and _get(message, "content"):
+            call.output_text.append(_get(message, "content"))
+        for tc in _get(message, "tool_calls", None) or ():
+            fn = _get(tc, "function")
+            call.tool_calls.append((_get(fn, "name", "") or "", _get(fn, "arguments", ""), _get(tc, "id")))
 
 
 class ChatStream:
@@ -182,20 +200,8 @@ class OpenAIAdapter:
             result = result.parse()  # raw response wrappers cache what they parse
         if _get(result, "object") == "response" or hasattr(result, "output"):
             read_response(result, call)
-            return
-        call.usage = chat_usage(_get(result, "usage"))
-        call.response_model = _get(result, "model")
-        call.response_id = _get(result, "id")
-        for choice in _get(result, "choices", None) or ():
-            reason = _get(choice, "finish_reason")
-            if reason:
-                call.finish_reasons.append(reason)
-            message = _get(choice, "message")
-            if call.output_text is not None and _get(message, "content"):
-                call.output_text.append(_get(message, "content"))
-            for tc in _get(message, "tool_calls", None) or ():
-                fn = _get(tc, "function")
-                call.tool_calls.append((_get(fn, "name", ""), _get(fn, "arguments", ""), _get(tc, "id")))
+        else:
+            read_chat(result, call)
 
     def accumulator(self, call: ModelCall, options: Any) -> Any:
         if options.url == _CHAT:

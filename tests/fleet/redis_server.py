@@ -55,10 +55,11 @@ class RedisServer:
         if self.cluster:
             args += ["--cluster-enabled", "yes", "--cluster-config-file", str(self.dir / "nodes.conf")]
         subprocess.run(args, check=True, timeout=10)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         while not self._ping():
             if time.monotonic() > deadline:
-                raise RuntimeError(f"redis-server did not answer on port {self.port}")
+                log = (self.dir / "redis.log").read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"redis-server did not answer on port {self.port}:\n{log}")
             time.sleep(0.02)
         if self.cluster:
             import redis
@@ -67,7 +68,7 @@ class RedisServer:
             client.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
             while client.execute_command("CLUSTER", "INFO").decode().find("cluster_state:ok") < 0:
                 if time.monotonic() > deadline:
-                    raise RuntimeError("the one-node cluster did not become ready")
+                    raise RuntimeError(f"the one-node cluster on port {self.port} did not become ready")
                 time.sleep(0.05)
             client.close()
         return self
