@@ -12,7 +12,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip uv
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/uv pip install -q --python $(BIN)/python -e ".[$(EXTRAS)]"
+	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python -e ".[$(EXTRAS)]"
 	touch $(STAMP)
 
 install: $(STAMP)

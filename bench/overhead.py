@@ -209,33 +209,87 @@ def rounds(n_rounds: int, calls: int) -> dict[tuple[str, str], list[float]]:
     return samples
 
 
-def run_length(length: int, window: int) -> list[tuple[int, float, float]]:
-    """Per-call time at turn 1, 100 and `length` of one budgeted run, with the bare call as reference."""
+def run_length(length: int, window: int, reps: int = 9) -> list[tuple[int, float, float]]:
+    """Per-call time from turn 1, 100 and `length` of one budgeted run, against the bare call at the same point.
+
+    At each mark, windows of metered calls alternate with windows of bare calls (sent as "nested" calls, which
+    the wrapper passes straight through: the bare SDK plus one context-variable read); medians of `reps`.
+    The first metered window starts at the mark's turn.
+    """
+    from otel_budget.calls import in_call
+
     exporter = InMemorySpanExporter()
     tp = TracerProvider()
     tp.add_span_processor(SimpleSpanProcessor(exporter))
     client = make_client()
-    marks = [m for m in (1, 100, length) if m <= length]
-    base: dict[int, float] = {}
+    flag = in_call()
+
+    def bare(c: OpenAI) -> None:
+        token = flag.set(True)
+        try:
+            call_plain(c)
+        finally:
+            flag.reset(token)
+
     out = []
-    timed(call_plain, client, window)
-    for mark in marks:
-        base[mark] = timed(call_plain, client, window)
     undo = _otel_budget(tp)
     try:
         with otel_budget.run("bench-length", budget=BUDGET) as run:
-            done = 0
-            for mark in marks:
-                if mark - 1 > done:
-                    for _ in range(mark - 1 - done):
-                        call_plain(client)
+            for mark in (m for m in (1, 100, length) if m <= length):
+                while run.node.turns < mark - 1:
+                    call_plain(client)
+                    if run.node.turns % 1000 == 0:
+                        exporter.clear()
+                metered, plain = [], []
+                for _ in range(reps):
+                    metered.append(timed(call_plain, client, window))
+                    plain.append(timed(bare, client, window))
                     exporter.clear()
-                    done = mark - 1
-                t = timed(call_plain, client, window)
-                done += window
-                exporter.clear()
-                out.append((mark, t, base[mark]))
-            assert run.node.turns == done
+                out.append((mark, statistics.median(metered), statistics.median(plain)))
+    finally:
+        undo()
+    return out
+
+
+def wrapper_length(marks: tuple[int, ...] = (1, 100, 10_000, 100_000), window: int = 200, reps: int = 15
+                   ) -> list[tuple[int, float]]:
+    """The wrapper alone (the SDK's `request` replaced by a function returning a parsed completion), at turns
+    1, 100, 10,000 and 100,000 of one budgeted run: a precise check that nothing grows with the run."""
+    from openai._models import FinalRequestOptions
+    from openai.types.chat import ChatCompletion
+
+    from otel_budget.instrumentation._request import sync_wrapper
+    from otel_budget.instrumentation.openai import OpenAIAdapter
+
+    exporter = InMemorySpanExporter()
+    tp = TracerProvider()
+    tp.add_span_processor(SimpleSpanProcessor(exporter))
+    result = ChatCompletion.model_validate_json(_COMPLETION)
+    options = FinalRequestOptions.construct(  # type: ignore[attr-defined]
+        method="post", url="/chat/completions", json_data={"model": MODEL, "messages": MESSAGES}
+    )
+    wrapper = sync_wrapper(OpenAIAdapter())
+
+    def send(*args: Any, **kwargs: Any) -> Any:
+        return result
+
+    def one(_: Any = None) -> None:
+        wrapper(send, None, (ChatCompletion, options), {})
+
+    out = []
+    undo = _otel_budget(tp)
+    try:
+        with otel_budget.run("bench-wrapper", budget=BUDGET) as run:
+            for mark in marks:
+                while run.node.turns < mark - 1:
+                    one()
+                    if run.node.turns % 1000 == 0:
+                        exporter.clear()
+                samples = []
+                for _ in range(reps):
+                    samples.append(timed(one, None, window))  # type: ignore[arg-type]
+                    exporter.clear()
+                out.append((mark, statistics.median(samples)))
     finally:
         undo()
     return out
@@ -245,7 +299,7 @@ def run_length(length: int, window: int) -> list[tuple[int, float, float]]:
 
 
 def report(samples: dict[tuple[str, str], list[float]], lengths: list[tuple[int, float, float]],
-           n_rounds: int, calls: int) -> str:
+           wrapper: list[tuple[int, float]], n_rounds: int, calls: int) -> str:
     med = {key: statistics.median(v) for key, v in samples.items()}
     base_name, oi_name = CONFIGS[0].name, CONFIGS[1].name
     lines = [
@@ -272,13 +326,24 @@ def report(samples: dict[tuple[str, str], list[float]], lengths: list[tuple[int,
             lines.append(f"| {config.name} | {label} | {value:.0f} | {over_text} | {ratio} |")
     lines += [
         "",
-        "Run length: one budgeted run, non-streamed calls; us/call over a window of calls starting at each turn.",
+        "Run length: one budgeted run of non-streamed calls; from each turn on, windows of metered calls "
+        "alternate with bare calls (median of 9 windows of 20).",
         "",
         "| turn | otel-budget us/call | bare call us/call | overhead |",
         "|---:|---:|---:|---:|",
     ]
     for mark, t, b in lengths:
         lines.append(f"| {mark:,} | {t:.0f} | {b:.0f} | {t - b:+.0f} |")
+    lines += [
+        "",
+        "The wrapper alone in one budgeted run (the SDK's request replaced by a function returning a parsed "
+        "completion; span, admission, pricing, settlement all included):",
+        "",
+        "| turn | us/call |",
+        "|---:|---:|",
+    ]
+    for mark, t in wrapper:
+        lines.append(f"| {mark:,} | {t:.1f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -287,13 +352,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--calls", type=int, default=60, help="non-streamed calls per configuration and round")
     parser.add_argument("--run-length", type=int, default=10_000)
-    parser.add_argument("--window", type=int, default=100)
+    parser.add_argument("--window", type=int, default=20)
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("results.md"))
     args = parser.parse_args(argv)
     assert pristine()
     samples = rounds(args.rounds, args.calls)
     lengths = run_length(args.run_length, args.window)
-    text = report(samples, lengths, args.rounds, args.calls)
+    wrapper = wrapper_length()
+    text = report(samples, lengths, wrapper, args.rounds, args.calls)
     print(text)
     args.out.write_text(text)
     return 0

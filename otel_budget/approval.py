@@ -232,6 +232,8 @@ class ApprovalState:
                 if passes and "request" in passes:
                     passes.discard("request")
                     return
+                if node.framework_approval:
+                    return  # the framework asks `needs_approval` and pauses itself (`pause`)
                 if node.stop_state is None:
                     self.pending = _pending(tool, arguments, call_id, op)
                 stop = (StopReason.AWAITING_APPROVAL, f"the model asked for {_describe(tool, arguments)}, which "
@@ -269,6 +271,19 @@ class ApprovalState:
     def deny(self, operation: str) -> None:
         with self.lock:
             self.denied.add(operation)
+
+    def decide(self, node: RunNode, call: PendingCall, approved: bool | None) -> None:
+        """Apply a person's decision on `call`: approval grants exactly that call; a rejection denies its operation
+        and ends the run with `denied` unless a policy names an alternative. A call that no policy gates (a
+        framework's own approval) is the framework's business: nothing is granted or denied. None: no decision."""
+        if approved is None or self.operation(node, call.tool, call.arguments) is None:
+            return
+        if approved:
+            self.grant(call)
+            return
+        self.deny(call.operation)
+        if not any(pol.alternative for pol in self.policies(node)) and node.stop_state is None:
+            node.stop_state = (StopReason.DENIED, None, f"a person denied {call.describe()}; the run ended there.")
 
     # --- work done ------------------------------------------------------------------------------------
 
@@ -339,7 +354,7 @@ class ApprovalState:
 
 def resume(
     paused: PausedRun | str | Mapping[str, Any],
-    approved: bool,
+    approved: bool | None,
     *,
     budget: Budget | None = None,
     by: str | None = None,
@@ -351,6 +366,7 @@ def resume(
     arguments, once; a rejection ends the run with `denied`, or, when the policy names an `alternative`, goes
     on with `run.rejection` as the text to answer the call with. `budget` replaces the saved limits (pass it
     to keep a policy's `when` predicate across processes); time spent waiting for the decision is not run time.
+    `approved=None` (a framework resumed without a decision): nothing is granted or denied, the call pauses again.
     """
     if isinstance(paused, str):
         paused = PausedRun.model_validate_json(paused)
@@ -366,7 +382,7 @@ def resume(
 class ResumedRun(Run):
     """A run that goes on from a `PausedRun` (see `resume`)."""
 
-    def __init__(self, paused: PausedRun, approved: bool, budget: Budget, by: str | None) -> None:
+    def __init__(self, paused: PausedRun, approved: bool | None, budget: Budget, by: str | None) -> None:
         super().__init__(paused.run_name, budget)
         self.resumed_from = paused
         self.approved = approved
@@ -384,7 +400,7 @@ class ResumedRun(Run):
     @property
     def rejection(self) -> str | None:
         """After a rejection: the text to answer the rejected call with (None when approved)."""
-        return None if self.approved else self.resumed_from.rejection_message()
+        return self.resumed_from.rejection_message() if self.approved is False else None
 
     def _prepare(self, node: RunNode) -> dict[str, Any]:
         p = self.resumed_from
@@ -396,17 +412,12 @@ class ResumedRun(Run):
         if state is None:
             state = node.approval = ApprovalState()
         state.load(p)
-        attrs: dict[str, Any] = {sc.APPROVAL_DECISION: "approved" if self.approved else "denied"}
+        attrs: dict[str, Any] = {}
+        if self.approved is not None:
+            attrs[sc.APPROVAL_DECISION] = "approved" if self.approved else "denied"
         if p.pending is not None:
             attrs[sc.APPROVAL_TOOL] = p.pending.tool
-            if self.approved:
-                state.grant(p.pending)
-            else:
-                state.deny(p.pending.operation)
-                if not any(pol.alternative for pol in state.policies(node)):
-                    node.stop_state = (
-                        StopReason.DENIED, None, f"a person denied {p.pending.describe()}; the run ended there."
-                    )
+            state.decide(node, p.pending, self.approved)
         if self.by:
             attrs[sc.APPROVAL_BY] = self.by
         if p.paused_at:

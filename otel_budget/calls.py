@@ -21,6 +21,8 @@ from .run import Admission, RunNode, current_run
 log = logging.getLogger(__name__)
 
 _IN_CALL: ContextVar[bool] = ContextVar("otel_budget_in_call", default=False)
+#: Finish reasons (lowercased) of an answer cut at its output limit: chat, Responses, Anthropic, Gemini.
+TRUNCATED = frozenset({"length", "incomplete", "max_tokens", "max_output_tokens"})
 
 
 class TokenUsage:
@@ -201,6 +203,8 @@ class Guard:
                     cost=call.cost_usd,
                     input_chars=chars if (chars := self._known_chars()) and call.error is None else None,
                 )
+                if self.admission.set_max_tokens and _truncated(call.finish_reasons):
+                    node.note_truncation(self.admission)
                 if call.tool_calls:
                     node.record_tool_requests(list(call.tool_calls))
         except Exception:  # noqa: BLE001 - our bug must not break the agent
@@ -216,6 +220,10 @@ class Guard:
             settings.telemetry.end_call(
                 call, self.span, time.perf_counter() - self.started, node.root.name if node is not None else None
             )
+
+
+def _truncated(finish_reasons: list[str]) -> bool:
+    return any(str(r).lower().rsplit(".", 1)[-1] in TRUNCATED for r in finish_reasons)
 
 
 def begin(call: ModelCall, input_chars: Callable[[], int], summarize: Callable[[str, int], Any] | None = None,

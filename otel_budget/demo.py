@@ -183,6 +183,11 @@ def table(results: Sequence[Result]) -> str:
     return "\n".join([line(head), "  ".join("-" * w for w in widths), *(line(row) for row in rows)])
 
 
+def _number(span: ReadableSpan, key: str) -> float:
+    value = (span.attributes or {}).get(key)
+    return float(value) if isinstance(value, (int, float)) else 0.0
+
+
 def span_tree(spans: Sequence[ReadableSpan]) -> str:
     """One run span per trace, then one summary line for its chat spans and one for its tool spans."""
     by_trace: dict[int, list[ReadableSpan]] = {}
@@ -202,11 +207,11 @@ def span_tree(spans: Sequence[ReadableSpan]) -> str:
         tools = Counter(str((s.attributes or {}).get(sc.GEN_AI_TOOL_NAME)) for s in group
                         if (s.attributes or {}).get(sc.GEN_AI_OPERATION_NAME) == sc.OP_EXECUTE_TOOL)
         if chats:
-            turns = [int((s.attributes or {}).get(sc.TURN, 0) or 0) for s in chats]
-            tokens = sum(int((s.attributes or {}).get(sc.GEN_AI_USAGE_INPUT_TOKENS, 0) or 0) for s in chats)
-            cost = sum(float((s.attributes or {}).get(sc.COST_USD, 0.0) or 0.0) for s in chats)
-            out.append(f"  ├─ {len(chats)} x {chats[0].name}  {sc.TURN} {min(turns)}..{max(turns)}, "
-                       f"{sc.GEN_AI_USAGE_INPUT_TOKENS} {tokens:,}, {sc.COST_USD} {cost:.4f}")
+            turns = [_number(s, sc.TURN) for s in chats]
+            tokens = sum(_number(s, sc.GEN_AI_USAGE_INPUT_TOKENS) for s in chats)
+            cost = sum(_number(s, sc.COST_USD) for s in chats)
+            out.append(f"  ├─ {len(chats)} x {chats[0].name}  {sc.TURN} {min(turns):.0f}..{max(turns):.0f}, "
+                       f"{sc.GEN_AI_USAGE_INPUT_TOKENS} {tokens:,.0f}, {sc.COST_USD} {cost:.4f}")
         tool_text = ", ".join(f"{name} {n}" for name, n in tools.most_common())
         out.append(f"  └─ {sum(tools.values())} x {sc.OP_EXECUTE_TOOL}  {tool_text or '-'}")
     return "\n".join(out)
@@ -238,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"- {r.scenario.label}: {r.outcome.wrap_up}")
     spans = memory.get_finished_spans()
     if endpoint:
-        print(f"\nSpans: {len(spans)} exported to {endpoint}; the runs' trace ids:")
+        print(f"\nSpans: {len(spans)} handed to the OTLP exporter for {endpoint}; find the runs by trace id:")
         for r in results:
             print(f"- {r.scenario.label}: {r.outcome.trace_id}")
     else:

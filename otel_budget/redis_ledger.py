@@ -237,12 +237,14 @@ class RedisLedger:
             self._warn(exc)
             self._backlog.append((scope, rid, sid, actual))
 
-    def _flush(self) -> None:
-        """Push the settles kept while Redis was away (idempotent by settle id); stop at the first failure."""
+    def _flush(self, batch: int = 100) -> None:
+        """Push up to `batch` settles kept while Redis was away (idempotent by settle id); stop at a failure."""
         if not self._lock.acquire(blocking=False):
             return
         try:
-            while self._backlog:
+            for _ in range(batch):
+                if not self._backlog:
+                    return
                 scope, rid, sid, actual = self._backlog[0]
                 args = [rid, sid, 0, actual, self._remember_ms, self._idle_ms(scope)]
                 try:
@@ -256,7 +258,7 @@ class RedisLedger:
     def flush(self) -> int:
         """Try now to push the settles kept while Redis was away; returns how many are still waiting."""
         self._down_until = 0.0
-        self._flush()
+        self._flush(batch=len(self._backlog))
         return len(self._backlog)
 
     def close(self) -> None:

@@ -76,6 +76,7 @@ class Admission:
 
     __slots__ = (
         "node", "amounts", "max_output_tokens", "set_max_tokens", "timeout", "turn", "input_estimate", "shared",
+        "bound_by",
     )
 
     def __init__(self, node: RunNode, amounts: dict[str, float]) -> None:
@@ -84,6 +85,7 @@ class Admission:
         self.shared: list[lg.Reservation] = []
         self.max_output_tokens: int | None = None
         self.set_max_tokens = False
+        self.bound_by = "output_tokens"  # the ledger dimension that set the output limit (when set_max_tokens)
         self.timeout: float | None = None
         self.turn = 0
         self.input_estimate = 0
@@ -142,6 +144,8 @@ class RunNode:
                     scopes.setdefault(scope.name, scope)
         self.scopes = tuple(scopes.values())
         self.unenforced = 0  # calls a shared store let through without its cap (fail="open")
+        self.truncated_by_budget = False  # an answer was cut at the output limit the budget set (note_truncation)
+        self.framework_approval = False  # a framework pauses for approval itself (see ApprovalState.on_request)
 
     # --- limits -----------------------------------------------------------------------------------------
 
@@ -259,15 +263,17 @@ class RunNode:
                 )
         out = max_output
         if out is None:
-            room = min(
-                lg.headroom(self.accounts, "output_tokens"),
-                lg.headroom(self.accounts, "total_tokens") - est_in,
-            )
+            rooms = {
+                "output_tokens": lg.headroom(self.accounts, "output_tokens"),
+                "total_tokens": lg.headroom(self.accounts, "total_tokens") - est_in,
+            }
             if pricing is not None:
                 usd_room = lg.headroom(self.accounts, "usd") - pricing.cost(est_in, 0)
                 per_token = pricing.cost(est_in, 1_000_000) - pricing.cost(est_in, 0)
                 if per_token > 0:
-                    room = min(room, usd_room / per_token * 1_000_000)
+                    rooms["usd"] = usd_room / per_token * 1_000_000
+            adm.bound_by = min(rooms, key=lambda d: rooms[d])
+            room = rooms[adm.bound_by]
             if room <= AUTO_MAX_TOKENS_CEILING and self._auto_max_tokens():
                 out = max(0, int(room))
                 adm.set_max_tokens = out >= 1
@@ -377,6 +383,15 @@ class RunNode:
                     st["unpriced"] += 1
         self._check_near()
 
+    def note_truncation(self, adm: Admission) -> None:
+        """The answer of an admitted call was cut at the output limit the budget set: the budget, not the model,
+        ended it, so the run stops for that limit (a framework that then fails on the cut answer ends the same)."""
+        reason, field = _DIM_REASON.get(adm.bound_by, (StopReason.TOKENS, "max_output_tokens"))
+        self.truncated_by_budget = True
+        if self.stop_state is None:
+            self.stop_state = (reason, field, f"the answer of call {adm.turn} was cut at {adm.max_output_tokens} "
+                               f"output tokens: that was all {field} left room for.")
+
     def record_tool_requests(self, calls: list[tuple[Any, ...]]) -> None:
         """The model asked for these tools, as (name, arguments[, call id]): count them, watch for repetition
         and for calls that need a person's approval.
@@ -442,6 +457,14 @@ class RunNode:
                 self._settle_shared(self._reserve_shared(amounts, what, local=amounts), {})
         self._exec_streak, self._last_exec = streak, key
         return amounts
+
+    def release_tool(self, name: str, reserved: dict[str, float]) -> None:
+        """A tool execution that did not happen after all (a framework interrupted it and runs it again on
+        resume): undo its admission, so the run that executes it counts it once."""
+        lg.settle(self.accounts, reserved, {}, self.lock)
+        if "tool_calls" not in reserved:
+            with self.lock:
+                self.pending_tools[name] += 1  # the model's request still counts; its execution is to come
 
     def settle_tool(self, name: str, reserved: dict[str, float]) -> None:
         lg.settle(self.accounts, reserved, reserved, self.lock)
@@ -624,6 +647,8 @@ class Run:
         if exc is not None:
             if isinstance(exc, (KeyboardInterrupt, GeneratorExit)) or type(exc).__name__ == "CancelledError":
                 return StopReason.CANCELLED
+            if node.truncated_by_budget and node.stop_state is not None:
+                return node.stop_state[0]  # the framework failed on an answer the budget cut short
             return StopReason.ERROR
         if node.stop_state is not None:
             return node.stop_state[0]

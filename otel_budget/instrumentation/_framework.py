@@ -14,10 +14,14 @@ BUDGET_KEY = "otel_budget"
 
 
 def budget_from(carrier: Any) -> Budget | None:
-    """The Budget a framework call brings: `carrier["otel_budget"]` or `carrier.otel_budget`, else None."""
+    """The Budget a framework call brings: `carrier["otel_budget"]` or `carrier.otel_budget`, else None.
+
+    A mapping of Budget fields is accepted too (a context restored from JSON, e.g. an Agents SDK `RunState`)."""
     if carrier is None:
         return None
     value = carrier.get(BUDGET_KEY) if isinstance(carrier, Mapping) else getattr(carrier, BUDGET_KEY, None)
+    if isinstance(value, Mapping):
+        return Budget.model_validate(value)
     return value if isinstance(value, Budget) else None
 
 

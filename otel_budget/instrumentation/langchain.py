@@ -16,6 +16,14 @@
 - Resume: the usage of a top-level graph run is kept in this process per (graph name, thread_id). A call that
   resumes the thread (`Command(resume=...)` or input `None`, with a checkpointer) starts with that usage
   already consumed, so an `interrupt()` does not reset the quota. A call with new input starts fresh.
+- `interrupt()` is a pause: the run ends `awaiting_approval` (not `done`); `paused_run(thread_id)` is its
+  `PausedRun`, whose `pending` is the call it waits on (the tool that called `interrupt()`, the gated tool the
+  model asked for, or what the interrupt value names: `{"tool": ..., "arguments": ...}`, `{"name": ...,
+  "args": ...}`, `action_requests`). A tool stopped by `interrupt()` runs again on resume and counts once.
+  `Command(resume=...)` on the thread goes on from that pause (`otel_budget.resume`): same trace, same quota. When the
+  call is one our policy (`Budget(approve=[...])`) names, the resume value is the person's decision: `True` /
+  `"approve"` / `{"type": "approve"}` grants exactly that call, `False` / `"reject"` / `{"type": "reject"}`
+  ends the run `denied` (or goes on with the policy's `alternative`); anything else decides nothing.
 """
 
 from __future__ import annotations
@@ -31,8 +39,10 @@ from typing import Any
 
 from opentelemetry import trace
 
-from ..budget import Budget, BudgetExceeded, Usage
-from ..run import Run, RunNode, current_run
+from .. import config
+from ..approval import PausedRun, pause, resume
+from ..budget import Budget, BudgetExceeded, StopReason, Usage
+from ..run import Run, RunNode, canonical_arguments, current_run
 from ..tools import begin_tool, end_tool
 from ._framework import budget_from, stop_text
 from ._patch import Patches
@@ -41,10 +51,19 @@ log = logging.getLogger(__name__)
 
 #: Runs opened by a graph call: only there is a refused model call answered by a wrap-up message.
 _graph_runs: weakref.WeakSet[RunNode] = weakref.WeakSet()
-#: (graph name, thread_id) -> usage of the thread's last top-level run, for resumes. Bounded, oldest out.
-_carried: OrderedDict[tuple[str, str], Usage] = OrderedDict()
+#: (graph name, thread_id) -> usage of the thread's last top-level run (or its pause), for resumes. Bounded.
+_carried: OrderedDict[tuple[str, str], Usage | PausedRun] = OrderedDict()
 _carried_lock = threading.Lock()
 _CARRIED_MAX = 10_000
+
+
+def paused_run(thread_id: str, graph_name: str | None = None) -> PausedRun | None:
+    """The pause of a thread's last top-level run (after an `interrupt()`), or None when it did not pause."""
+    with _carried_lock:
+        for (name, thread), kept in reversed(_carried.items()):
+            if thread == thread_id and graph_name in (None, name):
+                return kept if isinstance(kept, PausedRun) else None
+    return None
 
 
 def forget_thread(thread_id: str, graph_name: str | None = None) -> None:
@@ -68,16 +87,25 @@ class _GraphCall:
         self.budget: Budget | None = budget_from(configurable)
         thread = configurable.get("thread_id")
         self.thread = str(thread) if thread is not None else None
-        self.resumes = graph_input is None or getattr(graph_input, "resume", None) is not None
+        self.resume_value = getattr(graph_input, "resume", None)
+        self.resumes = graph_input is None or self.resume_value is not None
+        self.carried: Usage | PausedRun | None = None
+        if current_run() is None and self.thread is not None and self.resumes:
+            with _carried_lock:
+                self.carried = _carried.get((self.name, self.thread))
+
+    def make_run(self) -> Run:
+        """A fresh run, or the paused run of this thread going on (`Command(resume=...)` after `interrupt()`)."""
+        if isinstance(self.carried, PausedRun):
+            paused = self.carried
+            return resume(paused, approved=_decision(self.resume_value, paused), budget=self.budget)
+        return Run(self.name, self.budget)
 
     def start(self, run: Run) -> None:
         node = run.node
         _graph_runs.add(node)
-        if node.parent is None and self.thread is not None and self.resumes:
-            with _carried_lock:
-                carried = _carried.get((self.name, self.thread))
-            if carried is not None:
-                node.carry_over(carried)
+        if node.parent is None and isinstance(self.carried, Usage):
+            node.carry_over(self.carried)
 
     def end(self, run: Run) -> None:
         outcome = run.outcome
@@ -85,17 +113,29 @@ class _GraphCall:
             return
         with _carried_lock:
             key = (self.name, self.thread)
-            _carried[key] = outcome.usage
+            _carried[key] = outcome.paused if outcome.paused is not None else outcome.usage
             _carried.move_to_end(key)
             while len(_carried) > _CARRIED_MAX:
                 _carried.popitem(last=False)
 
 
 def _after_stop(run: Run, exc: BaseException | None) -> BaseException | None:
-    """The exception to give the run's exit: a recursion error after a budget stop is part of the stop."""
+    """The exception to give the run's exit: a recursion error after a budget stop is part of the stop, and an
+    interrupt (or a command to the parent graph) that leaves a subgraph is a pause, not an error."""
     if exc is not None and type(exc).__name__ == "GraphRecursionError" and run.node.stop_state is not None:
         return None
+    if exc is not None and _is_bubble_up(exc):
+        if _is_interrupt(exc):
+            _on_interrupt(run.node, exc)
+        return None
     return exc
+
+
+def _raised(exc_in: BaseException | None, error: BaseException | None, suppressed: bool) -> BaseException | None:
+    """What the graph call raises after the run closed: the error, unless the run took it as its own stop."""
+    if error is not None and exc_in is None and _is_bubble_up(error):
+        return error  # LangGraph's own control flow goes on to the parent graph
+    return exc_in if exc_in is not None and not suppressed else None
 
 
 def _stream(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -106,7 +146,7 @@ def _run_stream(call: _GraphCall, make: Callable[[], Iterator[Any]]) -> Iterator
     # The run lives in its own copy of the context, entered only while the graph advances: code the caller
     # runs between two chunks is not inside the run, and the run closes cleanly whoever closes the generator.
     ctx = contextvars.copy_context()
-    run = Run(call.name, call.budget)
+    run = call.make_run()
     ctx.run(run.__enter__)
     call.start(run)
     error: BaseException | None = None
@@ -125,11 +165,12 @@ def _run_stream(call: _GraphCall, make: Callable[[], Iterator[Any]]) -> Iterator
                 ctx.run(close)
     except BaseException as exc:
         error = exc
-    exc_in = _after_stop(run, error)
+    exc_in = ctx.run(_after_stop, run, error)
     suppressed = ctx.run(run.__exit__, type(exc_in) if exc_in else None, exc_in, None)
     call.end(run)
-    if exc_in is not None and not suppressed:
-        raise exc_in
+    to_raise = _raised(exc_in, error, suppressed)
+    if to_raise is not None:
+        raise to_raise
 
 
 def _astream(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -137,7 +178,7 @@ def _astream(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[st
 
 
 async def _run_astream(call: _GraphCall, make: Callable[[], AsyncIterator[Any]]) -> AsyncIterator[Any]:
-    run = Run(call.name, call.budget)
+    run = call.make_run()
     await run.__aenter__()
     call.start(run)
     error: BaseException | None = None
@@ -155,8 +196,113 @@ async def _run_astream(call: _GraphCall, make: Callable[[], AsyncIterator[Any]])
     exc_in = _after_stop(run, error)
     suppressed = await run.__aexit__(type(exc_in) if exc_in else None, exc_in, None)
     call.end(run)
-    if exc_in is not None and not suppressed:
-        raise exc_in
+    to_raise = _raised(exc_in, error, suppressed)
+    if to_raise is not None:
+        raise to_raise
+
+
+# --- interrupt(): a pause, and Command(resume=...) the decision ------------------------------------------------
+
+_APPROVE = frozenset({"approve", "approved", "accept", "accepted", "yes", "y", "ok", "allow", "true"})
+_REJECT = frozenset({"reject", "rejected", "deny", "denied", "decline", "no", "n", "false"})
+
+
+def _classes(exc: BaseException) -> set[str]:
+    return {cls.__name__ for cls in type(exc).__mro__}
+
+
+def _is_bubble_up(exc: BaseException) -> bool:
+    return "GraphBubbleUp" in _classes(exc)
+
+
+def _is_interrupt(exc: BaseException) -> bool:
+    return "GraphInterrupt" in _classes(exc)
+
+
+def _interrupts(exc: BaseException) -> list[Any]:
+    value = exc.args[0] if exc.args else ()
+    return list(value) if isinstance(value, (list, tuple)) else []
+
+
+def _named_call(value: Any) -> tuple[str, Any] | None:
+    """(tool, arguments) when an interrupt value names a tool call."""
+    if not isinstance(value, dict):
+        return None
+    requests = value.get("action_requests")
+    if isinstance(requests, list) and requests:
+        return _named_call(requests[0])
+    for inner in ("tool_call", "action_request", "action"):
+        if isinstance(value.get(inner), dict):
+            return _named_call(value[inner])
+    name = value.get("tool") or value.get("name") or value.get("action")
+    if not isinstance(name, str) or not name:
+        return None
+    arguments: Any = next((value[k] for k in ("arguments", "args", "input") if k in value), {})
+    return name, arguments
+
+
+def _on_interrupt(node: RunNode, exc: BaseException) -> None:
+    """The graph stopped at `interrupt()`: the run pauses on the call it waits for."""
+    interrupts = _interrupts(exc)
+    state = {"interrupts": [{"id": getattr(i, "id", None), "value": getattr(i, "value", None)} for i in interrupts]}
+    pending = node.approval.pending if node.approval is not None else None
+    waiting = node.stop_state is not None and node.stop_state[0] is StopReason.AWAITING_APPROVAL
+    named = next((c for c in (_named_call(getattr(i, "value", None)) for i in interrupts) if c is not None), None)
+    if waiting and pending is not None and (named is None or (
+        named[0] == pending.tool and canonical_arguments(named[1]) == canonical_arguments(pending.arguments)
+    )):
+        node.saved_state = state  # already paused on this call (the model's request, or the tool that asked)
+        return
+    first = interrupts[0] if interrupts else None
+    tool, arguments = named if named is not None else ("interrupt", getattr(first, "value", None))
+    pause(tool, arguments, getattr(first, "id", None), state=state, node=node)
+
+
+def _decision(value: Any, paused: PausedRun) -> bool | None:
+    """A `Command(resume=value)` read as a decision on the pending call (None: it decides nothing)."""
+    state = paused.state if isinstance(paused.state, dict) else {}
+    ids = {i.get("id") for i in state.get("interrupts", ()) if isinstance(i, dict)}
+    if isinstance(value, dict) and ids & set(value):
+        value = value[next(k for k in value if k in ids)]  # {interrupt id: value}
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        word = value.strip().lower()
+        return True if word in _APPROVE else False if word in _REJECT else None
+    if isinstance(value, dict):
+        if isinstance(value.get("approved"), bool):
+            return bool(value["approved"])
+        decisions = value.get("decisions")
+        if isinstance(decisions, list) and decisions:
+            return _decision(decisions[0], paused)
+        for key in ("type", "decision", "action"):
+            if isinstance(value.get(key), str):
+                return _decision(value[key], paused)
+    return None
+
+
+def _loop_exit(original: Callable[..., Any]) -> Callable[..., Any]:
+    """LangGraph's loop ends (`_suppress_interrupt`): a top graph stopped at an interrupt pauses its run. A plain
+    function, not a wrapt proxy: the loop pushes it on an ExitStack, which would take a proxy for a context
+    manager."""
+
+    def _suppress_interrupt(self: Any, exc_type: Any, exc_value: Any, traceback: Any) -> Any:
+        result = original(self, exc_type, exc_value, traceback)
+        _on_loop_exit(self, exc_value)
+        return result
+
+    _suppress_interrupt.__wrapped__ = original  # type: ignore[attr-defined]
+    return _suppress_interrupt
+
+
+def _on_loop_exit(loop: Any, exc: BaseException | None) -> None:
+    try:
+        node = current_run()
+        top = not getattr(loop, "is_nested", True)
+        if exc is not None and _is_interrupt(exc) and top and node is not None and node in _graph_runs:
+            _on_interrupt(node, exc)
+    except Exception:  # noqa: BLE001 - our bug must not break the graph
+        log.warning("otel-budget: recording an interrupt failed", exc_info=True)
 
 
 # --- chat models: a refused call is answered by the wrap-up --------------------------------------------------
@@ -214,6 +360,23 @@ def _refused(instance: Any, exc: BudgetExceeded, call_id: str | None) -> Any:
     return ToolMessage(content=f"Not run: {exc.message}", tool_call_id=call_id, name=instance.name, status="error")
 
 
+def _interrupted(state: tuple, exc: BaseException, call_id: str | None) -> bool:
+    """A tool stopped by `interrupt()` (it runs again on resume): not counted now; the run pauses on it."""
+    if not _is_bubble_up(exc):
+        return False
+    node, name, reserved, span, cost, arguments = state
+    if node is not None:
+        node.release_tool(name, reserved)
+        if _is_interrupt(exc) and (node.stop_state is None or node.approval is None or node.approval.pending is None):
+            pause(name, arguments, call_id, node=node)
+    if span is not None:
+        try:
+            config.get().telemetry.end_tool(span, None, None, False, 0.0)
+        except Exception:  # noqa: BLE001
+            pass
+    return True
+
+
 def _tool_run(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     tool_input, call_id = _tool_args(args, kwargs)
     try:
@@ -225,7 +388,8 @@ def _tool_run(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[s
         with trace.use_span(span, end_on_exit=False) if span is not None else contextlib.nullcontext():
             result = wrapped(*args, **kwargs)
     except BaseException as exc:
-        end_tool(state, None, exc)
+        if not _interrupted(state, exc, call_id):
+            end_tool(state, None, exc)
         raise
     end_tool(state, getattr(result, "content", result))
     return result
@@ -242,7 +406,8 @@ async def _tool_arun(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs:
         with trace.use_span(span, end_on_exit=False) if span is not None else contextlib.nullcontext():
             result = await wrapped(*args, **kwargs)
     except BaseException as exc:
-        end_tool(state, None, exc)
+        if not _interrupted(state, exc, call_id):
+            end_tool(state, None, exc)
         raise
     end_tool(state, getattr(result, "content", result))
     return result
@@ -265,7 +430,16 @@ def instrument(patches: Patches) -> bool:
         return True
     patches.wrap(Pregel, "stream", _stream)
     patches.wrap(Pregel, "astream", _astream)
+    try:
+        from langgraph.pregel import _loop
+    except ImportError:
+        _loop = None  # type: ignore[assignment]
+    original = vars(getattr(_loop, "PregelLoop", object)).get("_suppress_interrupt")
+    if original is None:
+        log.warning("otel-budget: this langgraph version lacks a patch point; an interrupt() ends a run as done")
+    elif getattr(original, "__name__", "") == "_suppress_interrupt" and not hasattr(original, "__wrapped__"):
+        patches.replace(_loop.PregelLoop, "_suppress_interrupt", _loop_exit(original))
     return True
 
 
-__all__ = ["forget_thread"]
+__all__ = ["forget_thread", "paused_run"]

@@ -12,20 +12,33 @@
   runs end their event stream normally). A refused tool execution is not run; the model gets a short refusal
   as the tool's output. `outcome(result)` gives the RunOutcome; `stop.reason` is on the run span.
 - The SDK's own `max_turns` keeps working: `MaxTurnsExceeded` is raised as before and the run ends `steps`.
+- An answer cut at the output limit the budget set (a cost or token cap, no `ModelSettings.max_tokens`) makes
+  the SDK raise `ModelBehaviorError`; the run instead ends with that limit (`cost` / `tokens`) and the wrap-up.
+- Approval (`Budget(approve=[...])`) uses the SDK's own mechanism: a function tool our policy names needs
+  approval as if it had `needs_approval=True`, so the SDK runs the rest of the batch and returns with
+  `result.interruptions`. The run ends `awaiting_approval`; `outcome(result).paused.state` is
+  `result.to_state().to_json()`. Any other interruption (the tool's own `needs_approval`) pauses the run too.
+  Decide on the SDK state (`state.approve(item)` / `state.reject(item)`) and call `Runner.run(agent, state)`:
+  the run goes on with the quota it used, the approval covers exactly that call (other arguments ask again),
+  and a rejection of a call our policy names ends the run `denied` (or tells the model the policy's
+  `alternative`). In another process, `state = await load_state(agent, paused)` first.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import weakref
-from collections.abc import AsyncIterator
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from opentelemetry import trace
 
+from ..approval import PausedRun, PendingCall, ResumedRun, needs_approval, pause, resume
 from ..budget import BudgetExceeded, RunOutcome, StopReason
-from ..run import Run, RunNode, current_run
+from ..run import Run, RunNode, canonical_arguments, current_run
 from ..tools import begin_tool, end_tool
 from ._framework import budget_from, stop_text
 from ._patch import Patches
@@ -35,6 +48,10 @@ log = logging.getLogger(__name__)
 _OUTCOME_ATTR = "otel_budget_outcome"
 #: Runs whose stop we answered with a wrap-up message (so the final output can carry the final wrap-up).
 _answered: weakref.WeakKeyDictionary[RunNode, str] = weakref.WeakKeyDictionary()
+#: Pending tool call id -> the paused run waiting on it (this process), for `Runner.run(agent, state)`.
+_paused: OrderedDict[str, PausedRun] = OrderedDict()
+_paused_lock = threading.Lock()
+_PAUSED_MAX = 10_000
 
 
 def outcome(result: Any) -> RunOutcome | None:
@@ -56,10 +73,12 @@ def _max_turns_note(node: RunNode, max_turns: Any) -> None:
 
 async def _runner_run(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     agent = args[0] if args else kwargs.get("starting_agent")
-    run = Run(_agent_name(agent), budget_from(kwargs.get("context")))
+    run_state = args[1] if len(args) > 1 else kwargs.get("input")
+    run, items = _open_run(agent, kwargs.get("context"), run_state)
     result: Any = None
     max_turns_error: BaseException | None = None
     async with run:
+        _enter(run, run_state, items)
         try:
             result = await wrapped(*args, **kwargs)
         except Exception as exc:
@@ -67,6 +86,8 @@ async def _runner_run(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs
                 raise
             _max_turns_note(run.node, kwargs.get("max_turns"))
             max_turns_error = exc
+        if result is not None:
+            _pause_on_interruptions(run.node, result)
     if max_turns_error is not None:
         _attach(max_turns_error, run)
         raise max_turns_error
@@ -81,6 +102,8 @@ def _finish(result: Any, run: Run) -> None:
     done = run.outcome
     if done is None or done.completed:
         return
+    if done.paused is not None and done.paused.pending is not None and done.paused.pending.call_id:
+        _remember(done.paused)
     answered = _answered.pop(run.node, None)
     if answered is not None and getattr(result, "final_output", None) == answered:
         result.final_output = done.wrap_up  # the final text (with a model-written summary, if configured)
@@ -118,11 +141,15 @@ def _stopped_result(agent: Any, args: tuple[Any, ...], kwargs: dict[str, Any], r
 async def _start_streaming(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     streamed = kwargs.get("streamed_result")
     wrapper = kwargs.get("context_wrapper")
-    run = Run(_agent_name(kwargs.get("starting_agent")), budget_from(getattr(wrapper, "context", None)))
+    run_state = kwargs.get("run_state")
+    run, items = _open_run(kwargs.get("starting_agent"), getattr(wrapper, "context", None), run_state)
     finished = False
     async with run:
+        _enter(run, run_state, items)
         await wrapped(*args, **kwargs)
         finished = True
+        if streamed is not None:
+            _pause_on_interruptions(run.node, streamed)
         max_turns = kwargs.get("max_turns")
         turn = getattr(streamed, "current_turn", 0) or 0
         if isinstance(max_turns, int) and turn > max_turns and not getattr(streamed, "_max_turns_handled", False):
@@ -133,6 +160,162 @@ async def _start_streaming(wrapped: Any, instance: Any, args: tuple[Any, ...], k
         streamed.final_output = run.outcome.wrap_up
         streamed.is_complete = True
     _finish(streamed, run)
+
+
+# --- approval: the SDK's interruptions are our pauses ----------------------------------------------------
+
+
+def _get(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+
+
+def _call_of(item: Any) -> tuple[str, Any, str | None]:
+    """(tool name, arguments, call id) of a `ToolApprovalItem`."""
+    raw = getattr(item, "raw_item", None)
+    name = getattr(item, "tool_name", None) or _get(raw, "name") or "tool"
+    call_id = _get(raw, "call_id") or _get(raw, "id")
+    return str(name), _get(raw, "arguments"), str(call_id) if call_id else None
+
+
+def _remember(paused: PausedRun) -> None:
+    """Keep a paused run for the `Runner.run(agent, state)` that resumes it (bounded, oldest out)."""
+    if paused.pending is None or not paused.pending.call_id:
+        return
+    with _paused_lock:
+        _paused[paused.pending.call_id] = paused
+        _paused.move_to_end(paused.pending.call_id)
+        while len(_paused) > _PAUSED_MAX:
+            _paused.popitem(last=False)
+
+
+async def load_state(agent: Any, paused: PausedRun | str) -> Any:
+    """The SDK `RunState` of a paused run (e.g. in another process, from `outcome(result).paused`); approve or
+    reject on it, then `Runner.run(agent, state)` goes on with the quota the run used."""
+    from agents.run_state import RunState
+
+    if isinstance(paused, str):
+        paused = PausedRun.model_validate_json(paused)
+    state = await RunState.from_json(agent, paused.state)
+    _remember(paused)
+    return state
+
+
+def _resumption(run_state: Any) -> tuple[PausedRun, bool | None, list[Any]] | None:
+    """For an SDK `RunState` given as input: the paused run it goes on from, the decision on the pending call,
+    and the interruptions (None when the state did not come from one of our pauses)."""
+    if run_state is None or type(run_state).__name__ != "RunState":
+        return None
+    try:
+        items = list(run_state.get_interruptions())
+    except Exception:  # noqa: BLE001
+        return None
+    for item in items:
+        tool, arguments, call_id = _call_of(item)
+        with _paused_lock:
+            paused = _paused.get(call_id) if call_id else None
+        pending = paused.pending if paused is not None else None
+        if paused is None or pending is None or pending.tool != tool:
+            continue
+        if canonical_arguments(pending.arguments) != canonical_arguments(arguments):
+            continue
+        with _paused_lock:
+            _paused.pop(call_id or "", None)  # each pause is resumed once
+        return paused, _decision(run_state, tool, call_id), items
+    return None
+
+
+def _decision(run_state: Any, tool: str, call_id: str | None) -> bool | None:
+    context = getattr(run_state, "_context", None)
+    if context is None or not call_id:
+        return None
+    try:
+        status = context.is_tool_approved(tool, call_id)
+    except Exception:  # noqa: BLE001
+        return None
+    return status if isinstance(status, bool) else None
+
+
+def _open_run(agent: Any, context: Any, run_state: Any) -> tuple[Run, list[Any]]:
+    """The run of a `Runner.run`: a fresh one, or, for a state paused by us, the paused run going on (with the
+    state's interruptions)."""
+    if context is None and run_state is not None:
+        context = getattr(getattr(run_state, "_context", None), "context", None)
+    budget = budget_from(context)
+    found = _resumption(run_state)
+    if found is None:
+        return Run(_agent_name(agent), budget), []
+    paused, approved, items = found
+    return resume(paused, approved=approved, budget=budget), items
+
+
+def _enter(run: Run, run_state: Any, items: list[Any]) -> None:
+    """The run has started: the SDK owns approval pauses; its decisions on a resumed state's other calls apply."""
+    node = run.node
+    node.framework_approval = True
+    if node.approval is None or not isinstance(run, ResumedRun):
+        return
+    context = getattr(run_state, "_context", None)
+    primary = run.pending
+    for item in items:
+        tool, arguments, call_id = _call_of(item)
+        if primary is not None and call_id == primary.call_id:
+            continue
+        operation = node.approval.operation(node, tool, arguments)
+        if operation is None:
+            continue
+        call = PendingCall(tool=tool, arguments=arguments, call_id=call_id, operation=operation)
+        node.approval.decide(node, call, _decision(run_state, tool, call_id))
+    _set_alternative(node, run, run_state, context)
+
+
+def _set_alternative(node: RunNode, run: ResumedRun, run_state: Any, context: Any) -> None:
+    """A rejected call under a policy with an `alternative`: the model is told it (unless the person said more)."""
+    rejection, pending = run.rejection, run.pending
+    if rejection is None or pending is None or not pending.call_id or context is None or node.stop_state is not None:
+        return
+    try:
+        if context.get_rejection_message(pending.tool, pending.call_id) is not None:
+            return
+        for item in run_state.get_interruptions():
+            if _call_of(item)[2] == pending.call_id:
+                run_state.reject(item, rejection_message=rejection)
+    except Exception:  # noqa: BLE001 - the SDK's default rejection text is used
+        log.debug("otel-budget: could not set the rejection message", exc_info=True)
+
+
+def _pause_on_interruptions(node: RunNode, result: Any) -> None:
+    """The SDK returned with interruptions (tool calls waiting for approval): the run pauses on one of them."""
+    try:
+        items = list(getattr(result, "interruptions", None) or ())
+        calls = [_call_of(item) for item in items]
+    except Exception:  # noqa: BLE001 - our bug must not break the agent
+        log.warning("otel-budget: could not read the SDK's interruptions", exc_info=True)
+        return
+    if not calls:
+        return
+    gated = [c for c in calls if needs_approval(c[0], c[1], node)]
+    tool, arguments, call_id = (gated or calls)[0]
+    try:
+        state = result.to_state().to_json()
+    except Exception:  # noqa: BLE001 - the pause still holds the call and the quota
+        log.warning("otel-budget: could not serialize the SDK run state of a paused run", exc_info=True)
+        state = None
+    pause(tool, arguments, call_id, state=state, node=node)
+
+
+async def _function_needs_approval(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The SDK asks whether a function call needs approval: yes as well when our policy says so."""
+    evaluation = await wrapped(*args, **kwargs)
+    try:
+        if getattr(evaluation, "outcome", None) == "invoke":
+            tool = args[0] if args else kwargs.get("function_tool")
+            tool_call = args[2] if len(args) > 2 else kwargs.get("tool_call")
+            if needs_approval(str(getattr(tool, "name", "")), getattr(tool_call, "arguments", None)):
+                evaluation.outcome = "require_approval"
+                evaluation.prepared = None
+    except Exception:  # noqa: BLE001 - our bug: the SDK's own answer stands (execution is still gated)
+        log.warning("otel-budget: the approval check failed", exc_info=True)
+    return evaluation
 
 
 # --- model calls: a refused call is answered by the wrap-up ------------------------------------------------
@@ -159,17 +342,32 @@ def _wrap_up_message(node: RunNode, exc: BudgetExceeded) -> Any:
     )
 
 
+def _truncation_stop(exc: BaseException) -> BudgetExceeded | None:
+    """The SDK failed on an answer the budget cut short (`note_truncation`): that stop, to answer with."""
+    node = current_run()
+    if node is None or not node.truncated_by_budget or node.stop_state is None:
+        return None
+    if type(exc).__name__ != "ModelBehaviorError":
+        return None
+    reason, limit, detail = node.stop_state
+    stop = BudgetExceeded(reason, detail, limit=limit, outcome=node.snapshot(reason, limit, detail))
+    stop.run_id = node.id
+    stop.run_path = node.path  # type: ignore[attr-defined]
+    return stop
+
+
 async def _get_response(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     try:
         return await wrapped(*args, **kwargs)
-    except BudgetExceeded as exc:
-        node = _refused_here(exc)
-        if node is None:
+    except Exception as exc:
+        stop = exc if isinstance(exc, BudgetExceeded) else _truncation_stop(exc)
+        node = _refused_here(stop) if stop is not None else None
+        if node is None or stop is None:
             raise
         from agents.items import ModelResponse
         from agents.usage import Usage
 
-        return ModelResponse(output=[_wrap_up_message(node, exc)], usage=Usage(), response_id=None)
+        return ModelResponse(output=[_wrap_up_message(node, stop)], usage=Usage(), response_id=None)
 
 
 def _stream_response(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -181,14 +379,15 @@ async def _guarded_stream(events: Any) -> AsyncIterator[Any]:
         async with contextlib.aclosing(events):
             async for event in events:
                 yield event
-    except BudgetExceeded as exc:
-        node = _refused_here(exc)
-        if node is None:
+    except Exception as exc:
+        stop = exc if isinstance(exc, BudgetExceeded) else _truncation_stop(exc)
+        node = _refused_here(stop) if stop is not None else None
+        if node is None or stop is None:
             raise
         from openai.types.responses import Response, ResponseCompletedEvent
 
         response = Response.model_construct(
-            id="otel_budget_stop", object="response", output=[_wrap_up_message(node, exc)], usage=None,
+            id="otel_budget_stop", object="response", output=[_wrap_up_message(node, stop)], usage=None,
             status="completed", model="", created_at=0.0, parallel_tool_calls=False, tool_choice="none", tools=[],
         )
         yield ResponseCompletedEvent(type="response.completed", response=response, sequence_number=0)
@@ -230,9 +429,16 @@ def instrument(patches: Patches) -> bool:
     ok = patches.wrap(run_loop, "get_response_with_retry", _get_response) and ok
     ok = patches.wrap(run_loop, "stream_response_with_retry", _stream_response) and ok
     ok = patches.wrap(tool_execution, "_invoke_function_tool_with_metadata", _invoke_tool) and ok
+    ok = patches.wrap(tool_execution, "function_needs_approval", _function_needs_approval) and ok
+    try:
+        from agents.run_internal import turn_resolution
+    except ImportError:
+        turn_resolution = None  # type: ignore[assignment]
+    if turn_resolution is not None and "function_needs_approval" in vars(turn_resolution):
+        ok = patches.wrap(turn_resolution, "function_needs_approval", _function_needs_approval) and ok
     if not ok:
         log.warning("otel-budget: this openai-agents version lacks a patch point; some of it is not budgeted")
     return True
 
 
-__all__ = ["outcome"]
+__all__ = ["load_state", "outcome"]

@@ -161,7 +161,10 @@ def test_resume_after_interrupt_keeps_the_consumed_quota(scripted_llm: ScriptedL
     last = third["messages"][-1]
     assert last.response_metadata["otel_budget"]["stop_reason"] == "steps"
     assert len(scripted_llm.requests) == 2  # a fresh quota would have sent a third call
-    assert [s.attributes["stop.reason"] for s in _spans(otel, "invoke_agent approver")] == ["done", "done", "steps"]
+    # An interrupt() is a pause, not a finished run.
+    assert [s.attributes["stop.reason"] for s in _spans(otel, "invoke_agent approver")] == [
+        "awaiting_approval", "awaiting_approval", "steps"
+    ]
 
 
 async def test_ainvoke_is_a_budgeted_run_too(scripted_llm: ScriptedLLM, otel: Any) -> None:
