@@ -182,3 +182,35 @@ def test_content_is_recorded_when_asked(llm, oai):
         assert "VISIBLE-ANSWER" in attrs["gen_ai.output.messages"]
     finally:
         ob.uninstrument()
+
+
+@pytest.mark.parametrize("openinference_first", [True, False])
+def test_budget_holds_whichever_of_openinference_and_otel_budget_is_instrumented_first(llm, oai, openinference_first):
+    from openinference.instrumentation.openai import OpenAIInstrumentor
+
+    inst = OpenAIInstrumentor()
+    if openinference_first:
+        inst.instrument()
+        ob.instrument()
+    else:
+        ob.instrument()
+        inst.instrument()
+    try:
+        llm.default = Turn(text="x", input_tokens=10, output_tokens=2)
+        with ob.run("order", budget=ob.Budget(max_steps=1)) as run:
+            ask(oai)
+            ask(oai)
+        assert len(llm.requests) == 1
+        assert run.outcome.usage.model_calls == 1
+        assert run.outcome.stop_reason is ob.StopReason.STEPS
+    finally:
+        inst.uninstrument()
+        ob.uninstrument()
+    # whatever another instrumentor left behind, nothing of ours enforces after uninstrument()
+    llm.reset()
+    llm.default = Turn(text="x")
+    with ob.run("after", budget=ob.Budget(max_steps=1)) as after:
+        ask(oai)
+        ask(oai)
+    assert len(llm.requests) == 2
+    assert after.outcome.usage.model_calls == 0

@@ -10,7 +10,8 @@ import json
 import logging
 from typing import Any, Protocol
 
-from .. import calls
+from .. import calls, config
+from ._patch import Patches
 from ._stream import Accumulator, AsyncStream, RawStreamResponse, SyncStream
 
 log = logging.getLogger(__name__)
@@ -110,8 +111,7 @@ def _is_stream(result: Any) -> bool:
 
 def sync_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        flag = calls.in_call()
-        if flag.get():
+        if calls.in_call().get() or not config.get().instrumented:  # nested, or a wrapper left behind
             return wrapped(*args, **kwargs)
         started = _start(adapter, instance, args, kwargs)
         if started is None:
@@ -127,8 +127,7 @@ def sync_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
 
 def async_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
     async def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        flag = calls.in_call()
-        if flag.get():
+        if calls.in_call().get() or not config.get().instrumented:
             return await wrapped(*args, **kwargs)
         started = _start(adapter, instance, args, kwargs)
         if started is None:
@@ -140,3 +139,19 @@ def async_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
         return _after(adapter, guard, call, options, result, stream, True)
 
     return wrapper
+
+
+def wrap_request(patches: Patches, base: type, wrapper: Any) -> None:
+    """Wrap `base.request` and every subclass's own `request`.
+
+    Another instrumentor (OpenInference) may already have put a wrapper on a subclass such as `OpenAI`, which
+    calls the original base method directly; wrapping it too keeps the budget enforced whatever the order.
+    A call passing two of our wrappers is counted once (the inner one passes nested calls through).
+    """
+    patches.wrap(base, "request", wrapper)
+    pending = list(base.__subclasses__())
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        if "request" in cls.__dict__:
+            patches.wrap(cls, "request", wrapper)

@@ -234,6 +234,6 @@ def instrument(patches: Patches) -> bool:
     except ImportError:
         return False
     adapter = OpenAIAdapter()
-    patches.wrap(_base_client.SyncAPIClient, "request", _request.sync_wrapper(adapter))
-    patches.wrap(_base_client.AsyncAPIClient, "request", _request.async_wrapper(adapter))
+    _request.wrap_request(patches, _base_client.SyncAPIClient, _request.sync_wrapper(adapter))
+    _request.wrap_request(patches, _base_client.AsyncAPIClient, _request.async_wrapper(adapter))
     return True
