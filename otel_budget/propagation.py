@@ -63,13 +63,7 @@ def _scope(name: str, limits: Mapping[str, float], window: float | None = None) 
 
 
 def _set_scopes(node: RunNode, extra: tuple[Scope, ...]) -> None:
-    node.extra_scopes = (*node.extra_scopes, *extra)
-    scopes: dict[str, Any] = {}
-    for n in node.chain:
-        for scope in (n.budget.scope, *n.extra_scopes):
-            if scope is not None:
-                scopes.setdefault(scope.name, scope)
-    node.scopes = tuple(scopes.values())
+    node.add_scopes(extra)
 
 
 def _node(run: Run | RunNode | None) -> RunNode:

@@ -50,6 +50,8 @@ _NO_MODEL_WRAP_UP = (StopReason.DONE, StopReason.AWAITING_APPROVAL)
 AUTO_MAX_TOKENS_CEILING = 16384
 #: Reserved as the output of a call with no output limit when the budget leaves more than the ceiling.
 _UNBOUNDED_OUTPUT_RESERVE = 4096
+#: Dimensions counted per call that need no input estimate.
+_COUNT_DIMS = frozenset({"steps", "tool_calls"})
 _WRAP_UP_MAX_TOKENS = 300
 
 
@@ -137,12 +139,9 @@ class RunNode:
             self.approval = ApprovalState()
         self.saved_state: Any = None  # what the code keeps for a resume (Run.checkpoint)
         self.extra_scopes: tuple[Any, ...] = ()  # scopes added to a started run (propagation: a tree across processes)
-        scopes: dict[str, Any] = {}
-        for n in self.chain:
-            for scope in (n.budget.scope, *n.extra_scopes):
-                if scope is not None:
-                    scopes.setdefault(scope.name, scope)
-        self.scopes = tuple(scopes.values())
+        self.scopes: tuple[Any, ...] = ()
+        self._limited_dims: frozenset[str] | None = None
+        self.add_scopes(())
         self.unenforced = 0  # calls a shared store let through without its cap (fail="open")
         self.truncated_by_budget = False  # an answer was cut at the output limit the budget set (note_truncation)
         self.framework_approval = False  # a framework pauses for approval itself (see ApprovalState.on_request)
@@ -237,15 +236,15 @@ class RunNode:
         """Check and reserve one model call, or raise BudgetExceeded / UnknownPriceError; nothing is sent."""
         what = f"the call to {model}"
         self._check_gates(what)
-        if lg.headroom(self.accounts, "tool_calls") < 0:
+        limited = self._limited()
+        if "tool_calls" in limited and lg.headroom(self.accounts, "tool_calls") < 0:
             raise self._stop(
                 StopReason.TOOL_CALLS, "max_tool_calls", f"{what} was not sent: the model requested more tool "
                 "calls than max_tool_calls allows."
             )
-        limited = set().union(*(acc.limits for acc in self.accounts), *(scope.limits() for scope in self.scopes))
         amounts: dict[str, float] = {"steps": 1.0}
         adm = Admission(self, amounts)
-        if not limited - {"steps", "tool_calls"}:
+        if not limited - _COUNT_DIMS:
             self._reserve(adm, what)
             return adm
         # A small margin covers what the SDK adds to the body and the provider's message framing tokens.
@@ -262,16 +261,17 @@ class RunNode:
                     f"output_per_mtok=...)}}), or remove max_usd."
                 )
         out = max_output
+        input_cost = per_token = 0.0
+        if pricing is not None:
+            input_cost = pricing.cost(est_in, 0)
+            per_token = (pricing.cost(est_in, 1_000_000) - input_cost) / 1_000_000
         if out is None:
             rooms = {
                 "output_tokens": lg.headroom(self.accounts, "output_tokens"),
                 "total_tokens": lg.headroom(self.accounts, "total_tokens") - est_in,
             }
-            if pricing is not None:
-                usd_room = lg.headroom(self.accounts, "usd") - pricing.cost(est_in, 0)
-                per_token = pricing.cost(est_in, 1_000_000) - pricing.cost(est_in, 0)
-                if per_token > 0:
-                    rooms["usd"] = usd_room / per_token * 1_000_000
+            if per_token > 0:
+                rooms["usd"] = (lg.headroom(self.accounts, "usd") - input_cost) / per_token
             adm.bound_by = min(rooms, key=lambda d: rooms[d])
             room = rooms[adm.bound_by]
             if room <= AUTO_MAX_TOKENS_CEILING and self._auto_max_tokens():
@@ -285,7 +285,7 @@ class RunNode:
         amounts["output_tokens"] = out
         amounts["total_tokens"] = est_in + out
         if pricing is not None:
-            amounts["usd"] = pricing.cost(est_in, out)
+            amounts["usd"] = input_cost + out * per_token
         self._reserve(adm, what)
         if max_output is None and adm.max_output_tokens is not None and adm.max_output_tokens < 1:
             self._release(adm)
@@ -293,6 +293,26 @@ class RunNode:
             reason, field = _DIM_REASON[dim]
             raise self._stop(reason, field, f"{what} was not sent: the budget leaves no room for any output ({field}).")
         return adm
+
+    def add_scopes(self, extra: tuple[Any, ...]) -> None:
+        """Draw from more shared scopes from now on (the chain's own scopes come first, each name once)."""
+        self.extra_scopes = (*self.extra_scopes, *extra)
+        scopes: dict[str, Any] = {}
+        for n in self.chain:
+            for scope in (n.budget.scope, *n.extra_scopes):
+                if scope is not None:
+                    scopes.setdefault(scope.name, scope)
+        self.scopes = tuple(scopes.values())
+        self._limited_dims = None
+
+    def _limited(self) -> frozenset[str]:
+        """The dimensions limited anywhere in the chain or its shared scopes (limits are fixed per run)."""
+        limited = self._limited_dims
+        if limited is None:
+            limited = self._limited_dims = frozenset().union(
+                *(acc.limits for acc in self.accounts), *(scope.limits() for scope in self.scopes)
+            )
+        return limited
 
     def _auto_max_tokens(self) -> bool:
         return all(n.budget.auto_max_tokens for n in self.chain)

@@ -149,7 +149,7 @@ def wrap_request(patches: Patches, base: type, wrapper: Any) -> None:
     A call passing two of our wrappers is counted once (the inner one passes nested calls through).
     """
     patches.wrap(base, "request", wrapper)
-    pending = list(base.__subclasses__())
+    pending: list[type] = list(base.__subclasses__())
     while pending:
         cls = pending.pop()
         pending.extend(cls.__subclasses__())
