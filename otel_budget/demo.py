@@ -8,15 +8,12 @@ compact span tree is printed.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -30,7 +27,6 @@ from .budget import Budget, RunOutcome, StopReason
 
 #: The budget of the docs' example.
 DEMO_BUDGET = Budget(max_steps=25, max_seconds=300, max_usd=0.80)
-_EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "invoice_agent.py"
 
 
 @dataclass
@@ -61,16 +57,11 @@ SCENARIOS = [
 ]
 
 
-def load_agent(path: Path = _EXAMPLE) -> ModuleType:
-    """Import `examples/invoice_agent.py` of the repository checkout."""
-    if not path.is_file():
-        raise SystemExit(f"otel-budget demo: {path} not found; run the demo from a checkout of the repository.")
-    spec = importlib.util.spec_from_file_location("otel_budget_demo_invoice_agent", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+def load_agent() -> ModuleType:
+    """The invoice agent the demo runs (`otel_budget/demo_agent.py`)."""
+    from . import demo_agent
+
+    return demo_agent
 
 
 def _otlp(provider: TracerProvider, endpoint: str) -> Any:
