@@ -57,3 +57,14 @@ def test_call_span_names_and_semantic_attributes(otel, llm, oai, anth):
         assert a["llm.token_count.total"] == 12
         assert a["gen_ai.response.id"]
         assert a["otel_budget.cost.source"] == "priced"
+
+
+def test_raw_response_calls_are_counted(otel, llm, oai):
+    llm.default = Turn(text="x", input_tokens=40, output_tokens=3)
+    with ob.run("raw") as run:
+        raw = oai.chat.completions.with_raw_response.create(model="gpt-4o", messages=MSG)
+        assert raw.parse().choices[0].message.content == "x"
+        oai.responses.with_raw_response.create(model="gpt-4o", input="hi").parse()
+    assert run.outcome.usage.model_calls == 2
+    assert run.outcome.usage.input_tokens == 80
+    assert run.outcome.usage.output_tokens == 6

@@ -196,9 +196,11 @@ class OpenAIAdapter:
                 options.timeout = guard.timeout
 
     def read(self, result: Any, call: ModelCall) -> None:
-        if not hasattr(result, "usage") and hasattr(result, "parse"):
+        kind = _get(result, "object")
+        if kind is None and hasattr(result, "parse"):
             result = result.parse()  # raw response wrappers cache what they parse
-        if _get(result, "object") == "response" or hasattr(result, "output"):
+            kind = _get(result, "object")
+        if kind == "response":
             read_response(result, call)
         else:
             read_chat(result, call)
