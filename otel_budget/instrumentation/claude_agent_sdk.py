@@ -34,8 +34,8 @@ from .. import config
 from .. import semconv as sc
 from ..budget import BudgetExceeded, StopReason, UnknownPriceError
 from ..calls import Guard, ModelCall, TokenUsage
+from ..node import _current as _current_run  # the run tree's ContextVar: hooks run in the SDK's reader task
 from ..run import Admission, Run, RunNode
-from ..run import _current as _current_run  # the run tree's ContextVar: hooks run in the SDK's reader task
 from ..wrapup import template_wrap_up
 from ._framework import budget_from
 from ._patch import Patches
