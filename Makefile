@@ -24,7 +24,7 @@ services:
 	bash scripts/ensure_services.sh
 
 lint: $(STAMP)
-	$(BIN)/ruff check otel_budget tests bench examples
+	$(BIN)/ruff check otel_budget tests bench examples scripts
 
 typecheck: $(STAMP)
 	$(BIN)/mypy otel_budget
