@@ -261,7 +261,7 @@ class ApprovalState:
                 reason, detail = StopReason.AWAITING_APPROVAL, (
                     f"the tool {_describe(tool, arguments)} needs a person's approval; it was not run."
                 )
-        raise node._stop(reason, None, detail)
+        raise node.stop(reason, None, detail)
 
     def grant(self, call: PendingCall) -> None:
         """Approve exactly this tool with these arguments: one model request and one execution."""

@@ -122,7 +122,7 @@ class Guard:
         self._settle()
         node = self.node
         if node is not None and node.deadline != float("inf") and node.time_left() <= 0:
-            exc = node._stop(StopReason.TIME, "max_seconds", "the run's time ran out while a call was in flight.")
+            exc = node.stop(StopReason.TIME, "max_seconds", "the run's time ran out while a call was in flight.")
             exc.__cause__ = error
             return exc
         return error

@@ -169,7 +169,8 @@ class RunNode:
     def utilization_max(self, final: bool = False) -> float:
         return max(self.utilization().values(), default=0.0)
 
-    def _stop(self, reason: StopReason, limit: str | None, detail: str) -> BudgetExceeded:
+    def stop(self, reason: StopReason, limit: str | None, detail: str) -> BudgetExceeded:
+        """Record that the run stops (the first stop recorded wins) and return the BudgetExceeded to raise."""
         if self.stop_state is None:
             self.stop_state = (reason, limit, detail)
         exc = BudgetExceeded(reason, detail, limit=limit, outcome=self.snapshot(reason, limit, detail))
@@ -179,23 +180,23 @@ class RunNode:
 
     def _refusal_error(self, refusal: lg.Refusal, what: str, shared: bool = False) -> BudgetExceeded:
         if refusal.dim not in _DIM_REASON and refusal.message:  # the store refused for its own reason
-            return self._stop(StopReason.ERROR, None, f"{what} was not sent: {refusal.message}.")
+            return self.stop(StopReason.ERROR, None, f"{what} was not sent: {refusal.message}.")
         reason, field = _DIM_REASON.get(refusal.dim, (StopReason.ERROR, refusal.dim))
         where = f" of run '{refusal.scope}'" if refusal.scope and refusal.scope != self.name else ""
         if shared:
             where = f" of the shared budget '{refusal.scope}'"
         detail = f"{what} was not sent: it would exceed {field}{where} ({refusal.describe()})."
-        return self._stop(reason, field, detail)
+        return self.stop(reason, field, detail)
 
     def _check_gates(self, what: str) -> None:
         """Raise BudgetExceeded for depth, time and pending stops (repeat, tool calls)."""
         if self.depth_refused:
-            raise self._stop(StopReason.DEPTH, "max_depth", f"{what} was not sent: {self.depth_refused}.")
+            raise self.stop(StopReason.DEPTH, "max_depth", f"{what} was not sent: {self.depth_refused}.")
         if self.deadline is not math.inf and time.monotonic() >= self.deadline + self._paused_chain():
-            raise self._stop(StopReason.TIME, "max_seconds", f"{what} was not sent: the run's time is up.")
+            raise self.stop(StopReason.TIME, "max_seconds", f"{what} was not sent: the run's time is up.")
         if self.stop_state is not None and self.stop_state[0] in _GATED_STOPS:
             reason, limit, detail = self.stop_state
-            raise self._stop(reason, limit, detail)
+            raise self.stop(reason, limit, detail)
 
     def _paused_chain(self) -> float:
         return max((n.paused_seconds for n in self.chain), default=0.0)
@@ -215,10 +216,10 @@ class RunNode:
             room = lg.headroom(self.accounts, dim)
             if room <= (0 if dim != "steps" else 0.5):
                 reason, field = _DIM_REASON[dim]
-                self._stop(reason, field, f"the run has no {dim} left ({field}).")
+                self.stop(reason, field, f"the run has no {dim} left ({field}).")
                 return False
         if lg.headroom(self.accounts, "tool_calls") < 0:
-            self._stop(StopReason.TOOL_CALLS, "max_tool_calls", "the model requested more tool calls than allowed.")
+            self.stop(StopReason.TOOL_CALLS, "max_tool_calls", "the model requested more tool calls than allowed.")
             return False
         return True
 
@@ -230,7 +231,7 @@ class RunNode:
         self._check_gates(what)
         limited = self._limited()
         if "tool_calls" in limited and lg.headroom(self.accounts, "tool_calls") < 0:
-            raise self._stop(
+            raise self.stop(
                 StopReason.TOOL_CALLS, "max_tool_calls", f"{what} was not sent: the model requested more tool "
                 "calls than max_tool_calls allows."
             )
@@ -280,10 +281,10 @@ class RunNode:
             amounts["usd"] = input_cost + out * per_token
         self._reserve(adm, what)
         if max_output is None and adm.max_output_tokens is not None and adm.max_output_tokens < 1:
-            self._release(adm)
+            self.release(adm)
             dim = "usd" if pricing is not None and lg.headroom(self.accounts, "usd") < math.inf else "total_tokens"
             reason, field = _DIM_REASON[dim]
-            raise self._stop(reason, field, f"{what} was not sent: the budget leaves no room for any output ({field}).")
+            raise self.stop(reason, field, f"{what} was not sent: the budget leaves no room for any output ({field}).")
         return adm
 
     def add_scopes(self, extra: tuple[Any, ...]) -> None:
@@ -321,7 +322,8 @@ class RunNode:
             self.root.turns += 1
             adm.turn = self.root.turns
 
-    def _release(self, adm: Admission) -> None:
+    def release(self, adm: Admission) -> None:
+        """Give back a reservation whose call was never sent."""
         lg.settle(self.accounts, adm.amounts, {}, self.lock)
         self._settle_shared(adm.shared, {})
 
@@ -446,7 +448,7 @@ class RunNode:
         streak = self._exec_streak + 1 if key == self._last_exec else 1
         limit = self.budget.max_repeats
         if limit is not None and streak >= limit:
-            raise self._stop(
+            raise self.stop(
                 StopReason.REPEAT,
                 "max_repeats",
                 f"{what} was not run: it would run with the same arguments {streak} times in a row "

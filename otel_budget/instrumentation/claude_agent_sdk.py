@@ -89,7 +89,7 @@ class Session:
         except BudgetExceeded as exc:
             return exc
         except UnknownPriceError as exc:
-            return node._stop(StopReason.ERROR, None, str(exc))
+            return node.stop(StopReason.ERROR, None, str(exc))
         with self.lock:
             self.pending.append(adm)
         return None
@@ -140,7 +140,7 @@ class Session:
         stop: BudgetExceeded | None = None
         if node.stop_state is not None and node.stop_state[0] in (StopReason.REPEAT, StopReason.TOOL_CALLS):
             reason, limit, detail = node.stop_state
-            stop = node._stop(reason, limit, detail)
+            stop = node.stop(reason, limit, detail)
         if stop is None:
             stop = self.admit_next()
         if stop is None:
@@ -266,7 +266,7 @@ class Session:
         with self.lock:
             left, self.pending = list(self.pending), deque()
         for adm in left:
-            self.node._release(adm)
+            self.node.release(adm)
         _sessions.pop(self.id, None)
 
 
