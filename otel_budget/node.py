@@ -221,6 +221,23 @@ class RunNode:
         if lg.headroom(self.accounts, "tool_calls") < 0:
             self.stop(StopReason.TOOL_CALLS, "max_tool_calls", "the model requested more tool calls than allowed.")
             return False
+        return self._shared_allows()
+
+    def _shared_allows(self) -> bool:
+        """Whether every shared scope has room left (one read each; an unreachable store is left to the call)."""
+        if not self.scopes:
+            return True
+        store = config.get().ledger or _LOCAL_STORE
+        for scope in self.scopes:
+            try:
+                taken = store.read(scope.name)
+            except Exception:  # noqa: BLE001 - the next call applies the store's fail mode
+                continue
+            for dim, limit in scope.limits().items():
+                if dim in _DIM_REASON and taken.get(dim, 0.0) > limit - (0.5 if dim == "steps" else 0.0):
+                    reason, field = _DIM_REASON[dim]
+                    self.stop(reason, field, f"the shared budget '{scope.name}' has no {dim} left ({field}).")
+                    return False
         return True
 
     # --- model calls ------------------------------------------------------------------------------------

@@ -105,3 +105,17 @@ def test_run_tree_follows_asyncio_tasks(otel, llm, aoai):
     run = asyncio.run(main())
     assert run.outcome.usage.model_calls == 5
     assert len(llm.requests) == 5
+
+
+def test_allows_sees_a_shared_scope_that_other_runs_used_up(otel, llm, oai):
+    llm.default = Turn(text="x")
+    shared = ob.Scope(name="allows-shared-steps", max_steps=3)
+    with ob.run("first", budget=ob.Budget(scope=shared)) as first:
+        while first.allows():
+            ask(oai)
+    assert first.outcome.stop_reason is ob.StopReason.STEPS
+    with ob.run("second", budget=ob.Budget(scope=shared)) as second:
+        assert second.allows() is False
+    assert second.outcome.stop_reason is ob.StopReason.STEPS
+    assert "shared budget 'allows-shared-steps'" in second.outcome.detail
+    assert len(llm.requests) == 3
