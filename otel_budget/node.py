@@ -166,7 +166,7 @@ class RunNode:
             util["seconds"] = self.elapsed() / self.budget.max_seconds
         return util
 
-    def utilization_max(self, final: bool = False) -> float:
+    def utilization_max(self) -> float:
         return max(self.utilization().values(), default=0.0)
 
     def stop(self, reason: StopReason, limit: str | None, detail: str) -> BudgetExceeded:

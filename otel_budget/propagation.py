@@ -39,6 +39,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from . import config
 from . import ledger as lg
+from . import semconv as sc
 from .budget import LIMITS, Budget, Scope
 from .redis_ledger import TREE_SCOPE_PREFIX
 from .run import Run, RunNode, current_run
@@ -48,7 +49,7 @@ log = logging.getLogger(__name__)
 #: Every token starts with this (format version 1).
 TOKEN_PREFIX = "otb1."
 #: The W3C baggage entry that carries the token in `inject` / `extract`.
-BAGGAGE_KEY = "otel_budget.run"
+BAGGAGE_KEY = sc.BAGGAGE_RUN
 
 _DIM_FIELD = {dim: field for field, (dim, _, _) in LIMITS.items()}
 _INT_DIMS = {"steps", "tool_calls", "input_tokens", "output_tokens", "total_tokens"}

@@ -4,10 +4,11 @@ The budget decisions themselves live in `node.py` (RunNode); this module is the 
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextvars import Token
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -104,11 +105,8 @@ class Run:
         return self
 
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
-        node = self.node
         reason = self._reason_for(exc)
-        text = None
-        if reason not in _NO_MODEL_WRAP_UP and node.budget.wrap_up == "model" and node.summarize is not None:
-            text = await self._model_wrap_up_async(reason)
+        text = await self._model_wrap_up_async(reason) if self._wants_model_wrap_up(reason) else None
         return self._close(exc, reason, text)
 
     def _start(self) -> None:
@@ -150,18 +148,17 @@ class Run:
         return StopReason.DONE
 
     def _finish_sync(self, exc: BaseException | None) -> bool:
-        node = self.node
         reason = self._reason_for(exc)
-        text = None
-        if reason not in _NO_MODEL_WRAP_UP and node.budget.wrap_up == "model" and node.summarize is not None:
-            text = self._model_wrap_up_sync(reason)
+        text = self._model_wrap_up_sync(reason) if self._wants_model_wrap_up(reason) else None
         return self._close(exc, reason, text)
+
+    def _wants_model_wrap_up(self, reason: StopReason) -> bool:
+        node = self.node
+        return reason not in _NO_MODEL_WRAP_UP and node.budget.wrap_up == "model" and node.summarize is not None
 
     def _close(self, exc: BaseException | None, reason: StopReason, model_text: str | None) -> bool:
         node = self.node
-        if node.holdback:
-            lg.settle(node.accounts, node.holdback, {}, node.lock)
-            node.holdback = None
+        self._release_holdback()
         limit: str | None = None
         detail = ""
         if node.stop_state is not None and node.stop_state[0] is reason:
@@ -208,36 +205,38 @@ class Run:
             lg.settle(node.accounts, node.holdback, {}, node.lock)
             node.holdback = None
 
-    def _model_wrap_up_sync(self, reason: StopReason) -> str | None:
+    @contextlib.contextmanager
+    def _wrap_up_call(self) -> Iterator[None]:
+        """The one wrap-up call draws from the held-back slice, past the recorded stop; errors fall back."""
         node = self.node
         self._release_holdback()
         saved = node.stop_state
         node.stop_state = None
         try:
-            result = node.summarize(self._wrap_up_prompt(reason), _WRAP_UP_MAX_TOKENS)  # type: ignore[misc]
-            if inspect.isawaitable(result):
-                result.close()  # type: ignore[attr-defined]
-                return None
-            return str(result) if result else None
-        except Exception:  # noqa: BLE001 - BudgetExceeded included: fall back to the template
-            return None
+            yield
         finally:
             node.stop_state = saved
 
-    async def _model_wrap_up_async(self, reason: StopReason) -> str | None:
-        node = self.node
-        self._release_holdback()
-        saved = node.stop_state
-        node.stop_state = None
-        try:
-            result = node.summarize(self._wrap_up_prompt(reason), _WRAP_UP_MAX_TOKENS)  # type: ignore[misc]
-            if inspect.isawaitable(result):
-                result = await result
-            return str(result) if result else None
-        except Exception:  # noqa: BLE001
+    def _model_wrap_up_sync(self, reason: StopReason) -> str | None:
+        with self._wrap_up_call():
+            try:
+                result = self.node.summarize(self._wrap_up_prompt(reason), _WRAP_UP_MAX_TOKENS)  # type: ignore[misc]
+            except Exception:  # noqa: BLE001 - BudgetExceeded included: fall back to the template
+                return None
+        if inspect.isawaitable(result):  # an async client used from a sync run: no text
+            result.close()  # type: ignore[attr-defined]
             return None
-        finally:
-            node.stop_state = saved
+        return str(result) if result else None
+
+    async def _model_wrap_up_async(self, reason: StopReason) -> str | None:
+        with self._wrap_up_call():
+            try:
+                result = self.node.summarize(self._wrap_up_prompt(reason), _WRAP_UP_MAX_TOKENS)  # type: ignore[misc]
+                if inspect.isawaitable(result):
+                    result = await result
+            except Exception:  # noqa: BLE001
+                return None
+        return str(result) if result else None
 
     # --- decorator --------------------------------------------------------------------------------------
 

@@ -67,6 +67,7 @@ TURN = "otel_budget.turn"
 RUN_DEPTH = "otel_budget.run.depth"
 WRAP_UP = "otel_budget.wrap_up"
 EVENT_STOP = "otel_budget.stop"
+BAGGAGE_RUN = "otel_budget.run"  # W3C baggage entry carrying a run across processes (propagation.py)
 LEDGER_ENFORCED = "otel_budget.ledger.enforced"  # false: a shared store let the call through (fail="open")
 LEDGER_UNENFORCED_CALLS = "otel_budget.ledger.unenforced_calls"  # on the run span, when any
 

@@ -103,7 +103,7 @@ class Telemetry:
             attrs: dict[str, Any] = {sc.STOP_REASON: reason, sc.UNPRICED_CALLS: usage.unpriced_calls}
             for dim, value in used.items():
                 attrs[sc.USED_PREFIX + dim] = value
-            attrs[sc.UTILIZATION] = node.utilization_max(final=True)
+            attrs[sc.UTILIZATION] = node.utilization_max()
             if outcome.limit:
                 attrs[sc.STOP_LIMIT] = outcome.limit
             if node.unenforced:

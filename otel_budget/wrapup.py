@@ -48,6 +48,8 @@ def template_wrap_up(node: RunNode, outcome: RunOutcome, model_text: str | None 
     tools = node.tools_executed or node.tools_requested
     tool_text = ", ".join(f"{name} x{count}" for name, count in tools.most_common(8)) or "none"
     cost = f"${u.cost_usd:.4f}" + (f" (+{u.unpriced_calls} unpriced calls)" if u.unpriced_calls else "")
+    if node.charges:
+        cost += " incl. " + ", ".join(f"{name} ${usd:.4f}" for name, usd in node.charges.items())
     done = (
         f"{u.model_calls} model calls, {u.input_tokens:,} input and {u.output_tokens:,} output tokens, {cost}, "
         f"{u.seconds:.1f} s; tools: {tool_text}."

@@ -96,6 +96,7 @@ def test_charge_counts_against_the_money_cap(otel, llm, oai):
         ask(oai, max_tokens=10)
     assert run.outcome.stop_reason is ob.StopReason.COST
     assert run.outcome.usage.cost_usd <= 0.01
+    assert "incl. browser $0.0099" in run.outcome.wrap_up
 
 
 def test_paid_tool_is_checked_before_it_runs_and_charged(otel):

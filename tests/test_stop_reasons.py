@@ -169,11 +169,13 @@ def test_cancelled_task_is_recorded(otel, llm, aoai):
     assert len(chat) == 1 and chat[0].end_time is not None
 
 
-def test_budget_exceeded_outside_a_run_propagates(otel, llm, oai):
-    # no run: calls are traced, never refused
+def test_calls_outside_a_run_are_traced_and_never_refused(otel, llm, oai):
+    ob.instrument(budget=ob.Budget(max_steps=1))  # a default budget applies to runs, not to bare calls
     llm.default = Turn(text="x")
     ask(oai)
-    assert len(otel.chat_spans()) == 1
+    ask(oai)
+    assert len(llm.requests) == 2
+    assert len(otel.chat_spans()) == 2
     assert not otel.spans("invoke_agent")
 
 
