@@ -118,6 +118,7 @@ class RunNode:
         self._exec_streak = 0
         self.stop_state: tuple[StopReason, str | None, str] | None = None
         self.outcome: RunOutcome | None = None
+        self.closed = False  # the run has ended: work it started that outlives it is refused (see _check_open)
         self.near_crossed = False
         self.turns = 0  # model calls in this run tree, counted at the root
         self.chars_per_token = 4.0
@@ -218,13 +219,31 @@ class RunNode:
         detail = f"{what} was not sent: it would exceed {field}{where} ({refusal.describe()})."
         return self.stop(reason, field, detail, by=by)
 
+    def _check_open(self, what: str) -> None:
+        """Refuse work for a run that has ended (a thread it started outlived it): a closed run is never charged.
+
+        The ended run's outcome is final; an open run below it (opened in that thread) records the stop.
+        """
+        ended = next((n for n in self.chain if n.closed), None)
+        if ended is None:
+            return
+        detail = (f"{what} was not sent: the run '{ended.name}' it belongs to has already ended (the work was started "
+                  "in the run, e.g. in a thread, and outlived it); wait for such work before the run ends, or start "
+                  "it outside the run.")
+        if ended is self:  # no open run of this work to catch it: it propagates as outside any run
+            exc = BudgetExceeded(StopReason.CANCELLED, detail, outcome=self.outcome)
+            exc.run_path = frozenset()  # type: ignore[attr-defined]
+            raise exc
+        raise self.stop(StopReason.CANCELLED, None, detail)
+
     def _deadline_owner(self) -> RunNode:
         """The run of the chain whose max_seconds ends first (the one whose time is up)."""
         timed = [n for n in self.chain if n.budget.max_seconds is not None]
         return min(timed, key=lambda n: n.started + (n.budget.max_seconds or 0.0), default=self)
 
     def _check_gates(self, what: str) -> None:
-        """Raise BudgetExceeded for depth, time and pending stops (repeat, tool calls)."""
+        """Raise BudgetExceeded for an ended run, depth, time and pending stops (repeat, tool calls)."""
+        self._check_open(what)
         if self.depth_refused:
             raise self.stop(StopReason.DEPTH, "max_depth", f"{what} was not sent: {self.depth_refused}.")
         if self.deadline is not math.inf and time.monotonic() >= self.deadline + self._paused_chain():
