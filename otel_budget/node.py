@@ -1,8 +1,8 @@
 """One run in the tree: its budget, its account, and the budget decisions for the calls made in it.
 
 A nested run draws from its own account and from every ancestor's at once, so a subagent can only narrow what
-its parents leave. The current node lives in a `ContextVar`, so the tree follows asyncio tasks and threads
-started with `contextvars.copy_context()`.
+its parents leave. The current node lives in a `ContextVar`, so the tree follows asyncio tasks, and threads and
+pool tasks started in a run (`instrumentation/threads.py` copies the context when they start).
 """
 from __future__ import annotations
 
