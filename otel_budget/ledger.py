@@ -34,6 +34,8 @@ class Refusal:
     scope: str = ""
     message: str = ""
     """Set by a store that refuses for its own reason (e.g. unreachable with fail="closed")."""
+    account: Account | None = field(default=None, repr=False, compare=False)
+    """The account that refused, when `reserve` checked it (identifies the run whose limit it is)."""
 
     def describe(self) -> str:
         if self.message:
@@ -81,7 +83,7 @@ def reserve(accounts: Sequence[Account], amounts: Mapping[str, float], lock: thr
                     continue
                 taken = acc.used[dim] + acc.reserved[dim]
                 if taken + amount > limit + _EPS:
-                    return Refusal(dim, limit, taken, amount, acc.name)
+                    return Refusal(dim, limit, taken, amount, acc.name, account=acc)
         for acc in accounts:
             res = acc.reserved
             for dim, amount in amounts.items():

@@ -1,8 +1,8 @@
 """One run in the tree: its budget, its account, and the budget decisions for the calls made in it.
 
 A nested run draws from its own account and from every ancestor's at once, so a subagent can only narrow what
-its parents leave. The current node lives in a `ContextVar`, so the tree follows asyncio tasks and threads
-started with `contextvars.copy_context()`.
+its parents leave. The current node lives in a `ContextVar`, so the tree follows asyncio tasks, and threads and
+pool tasks started in a run (`instrumentation/threads.py` copies the context when they start).
 """
 from __future__ import annotations
 
@@ -42,6 +42,8 @@ _NO_MODEL_WRAP_UP = (StopReason.DONE, StopReason.AWAITING_APPROVAL)
 AUTO_MAX_TOKENS_CEILING = 16384
 #: Reserved as the output of a call with no output limit when the budget leaves more than the ceiling.
 _UNBOUNDED_OUTPUT_RESERVE = 4096
+#: Headroom at or below which an account counts as used up (a step needs a whole one; tool calls stop when over).
+_EXHAUSTED_AT = {"steps": 0.5, "tool_calls": -0.5}
 #: Dimensions counted per call that need no input estimate.
 _COUNT_DIMS = frozenset({"steps", "tool_calls"})
 _WRAP_UP_MAX_TOKENS = 300
@@ -116,6 +118,7 @@ class RunNode:
         self._exec_streak = 0
         self.stop_state: tuple[StopReason, str | None, str] | None = None
         self.outcome: RunOutcome | None = None
+        self.closed = False  # the run has ended: work it started that outlives it is refused (see _check_open)
         self.near_crossed = False
         self.turns = 0  # model calls in this run tree, counted at the root
         self.chars_per_token = 4.0
@@ -169,31 +172,83 @@ class RunNode:
     def utilization_max(self) -> float:
         return max(self.utilization().values(), default=0.0)
 
-    def stop(self, reason: StopReason, limit: str | None, detail: str) -> BudgetExceeded:
-        """Record that the run stops (the first stop recorded wins) and return the BudgetExceeded to raise."""
+    def stop(self, reason: StopReason, limit: str | None, detail: str, *, by: RunNode | None = None) -> BudgetExceeded:
+        """Record that the run stops (the first stop recorded wins) and return the BudgetExceeded to raise.
+
+        `by` is the ancestor whose limit caused the stop: it and every run in between record it too, so a run
+        whose budget refused work never ends `done`.
+        """
         if self.stop_state is None:
             self.stop_state = (reason, limit, detail)
+        if by is not None and by is not self:
+            self._stop_up_to(by, (reason, limit, f"in run '{self.name}': {detail}"))
         exc = BudgetExceeded(reason, detail, limit=limit, outcome=self.snapshot(reason, limit, detail))
         exc.run_id = self.id
         exc.run_path = self.path  # type: ignore[attr-defined]
         return exc
 
+    def _stop_up_to(self, owner: RunNode, state: tuple[StopReason, str | None, str]) -> None:
+        """Record `state` on every ancestor up to `owner` that has no stop yet."""
+        for node in self.chain[1:]:
+            if node.stop_state is None:
+                node.stop_state = state
+            if node is owner:
+                return
+
+    def _refuser(self, refusal: lg.Refusal, shared: bool) -> RunNode:
+        """The run whose limit refused: the one holding the refusing account, or the outermost naming the scope."""
+        if shared:
+            named = [n for n in self.chain if any(s is not None and s.name == refusal.scope
+                                                  for s in (n.budget.scope, *n.extra_scopes))]
+            return named[-1] if named else self
+        return next((n for n in self.chain if n.account is refusal.account), self)
+
+    def _exhausted(self, dim: str) -> RunNode:
+        """The nearest run of the chain whose own account is used up on `dim` (over its cap, for tool calls)."""
+        floor = _EXHAUSTED_AT.get(dim, 0.0)
+        return next((n for n in self.chain if n.account.headroom(dim) <= floor), self)
+
     def _refusal_error(self, refusal: lg.Refusal, what: str, shared: bool = False) -> BudgetExceeded:
+        by = self._refuser(refusal, shared)
         if refusal.dim not in _DIM_REASON and refusal.message:  # the store refused for its own reason
-            return self.stop(StopReason.ERROR, None, f"{what} was not sent: {refusal.message}.")
+            return self.stop(StopReason.ERROR, None, f"{what} was not sent: {refusal.message}.", by=by)
         reason, field = _DIM_REASON.get(refusal.dim, (StopReason.ERROR, refusal.dim))
         where = f" of run '{refusal.scope}'" if refusal.scope and refusal.scope != self.name else ""
         if shared:
             where = f" of the shared budget '{refusal.scope}'"
         detail = f"{what} was not sent: it would exceed {field}{where} ({refusal.describe()})."
-        return self.stop(reason, field, detail)
+        return self.stop(reason, field, detail, by=by)
+
+    def _check_open(self, what: str) -> None:
+        """Refuse work for a run that has ended (a thread it started outlived it): a closed run is never charged.
+
+        The ended run's outcome is final; an open run below it (opened in that thread) records the stop.
+        """
+        ended = next((n for n in self.chain if n.closed), None)
+        if ended is None:
+            return
+        detail = (f"{what} was not sent: the run '{ended.name}' it belongs to has already ended (the work was started "
+                  "in the run, e.g. in a thread, and outlived it); wait for such work before the run ends, or start "
+                  "it outside the run.")
+        if ended is self:  # no open run of this work to catch it: it propagates as outside any run
+            exc = BudgetExceeded(StopReason.CANCELLED, detail, outcome=self.outcome)
+            exc.run_path = frozenset()  # type: ignore[attr-defined]
+            raise exc
+        raise self.stop(StopReason.CANCELLED, None, detail)
+
+    def _deadline_owner(self) -> RunNode:
+        """The run of the chain whose max_seconds ends first (the one whose time is up)."""
+        timed = [n for n in self.chain if n.budget.max_seconds is not None]
+        return min(timed, key=lambda n: n.started + (n.budget.max_seconds or 0.0), default=self)
 
     def _check_gates(self, what: str) -> None:
-        """Raise BudgetExceeded for depth, time and pending stops (repeat, tool calls)."""
+        """Raise BudgetExceeded for an ended run, depth, time and pending stops (repeat, tool calls)."""
+        self._check_open(what)
         if self.depth_refused:
             raise self.stop(StopReason.DEPTH, "max_depth", f"{what} was not sent: {self.depth_refused}.")
         if self.deadline is not math.inf and time.monotonic() >= self.deadline + self._paused_chain():
-            raise self.stop(StopReason.TIME, "max_seconds", f"{what} was not sent: the run's time is up.")
+            raise self.stop(StopReason.TIME, "max_seconds", f"{what} was not sent: the run's time is up.",
+                            by=self._deadline_owner())
         if self.stop_state is not None and self.stop_state[0] in _GATED_STOPS:
             reason, limit, detail = self.stop_state
             raise self.stop(reason, limit, detail)
@@ -216,10 +271,11 @@ class RunNode:
             room = lg.headroom(self.accounts, dim)
             if room <= (0 if dim != "steps" else 0.5):
                 reason, field = _DIM_REASON[dim]
-                self.stop(reason, field, f"the run has no {dim} left ({field}).")
+                self.stop(reason, field, f"the run has no {dim} left ({field}).", by=self._exhausted(dim))
                 return False
         if lg.headroom(self.accounts, "tool_calls") < 0:
-            self.stop(StopReason.TOOL_CALLS, "max_tool_calls", "the model requested more tool calls than allowed.")
+            self.stop(StopReason.TOOL_CALLS, "max_tool_calls", "the model requested more tool calls than allowed.",
+                      by=self._exhausted("tool_calls"))
             return False
         return self._shared_allows()
 
@@ -250,7 +306,7 @@ class RunNode:
         if "tool_calls" in limited and lg.headroom(self.accounts, "tool_calls") < 0:
             raise self.stop(
                 StopReason.TOOL_CALLS, "max_tool_calls", f"{what} was not sent: the model requested more tool "
-                "calls than max_tool_calls allows."
+                "calls than max_tool_calls allows.", by=self._exhausted("tool_calls")
             )
         amounts: dict[str, float] = {"steps": 1.0}
         adm = Admission(self, amounts)
@@ -432,10 +488,12 @@ class RunNode:
         lg.settle(self.accounts, {}, {"tool_calls": float(len(calls))}, self.lock)
         self._charge_shared({"tool_calls": float(len(calls))})
         limit = self.budget.max_repeats
+        with self.lock:  # the tools of a child count in every ancestor's record (the wrap-up lists the tree's)
+            for node in self.chain:
+                node.tools_requested.update(name for name, *_ in calls)
         for name, args, *call_id in calls:
             if self.approval is not None:
                 self.approval.on_request(self, name, args, call_id[0] if call_id else None)
-            self.tools_requested[name] += 1
             self.pending_tools[name] += 1
             key = f"{name}\x00{canonical_arguments(args)}"
             self._request_streak = self._request_streak + 1 if key == self._last_request else 1
@@ -447,11 +505,11 @@ class RunNode:
                     f"the model requested {name} with the same arguments {self._request_streak} times in a row "
                     f"(max_repeats={limit}); the next model call was not sent.",
                 )
-        if lg.headroom(self.accounts, "tool_calls") < 0 and self.stop_state is None:
-            self.stop_state = (
-                StopReason.TOOL_CALLS,
-                "max_tool_calls",
+        if lg.headroom(self.accounts, "tool_calls") < 0:
+            self.stop(
+                StopReason.TOOL_CALLS, "max_tool_calls",
                 "the model requested more tool calls than max_tool_calls allows; the next call was not sent.",
+                by=self._exhausted("tool_calls"),
             )
         self._check_near()
 
@@ -500,7 +558,9 @@ class RunNode:
     def settle_tool(self, name: str, reserved: dict[str, float]) -> None:
         lg.settle(self.accounts, reserved, reserved, self.lock)
         self._charge_shared(reserved)
-        self.tools_executed[name] += 1
+        with self.lock:
+            for node in self.chain:
+                node.tools_executed[name] += 1
         self._check_near()
 
     def charge(self, usd: float, name: str = "charge") -> None:

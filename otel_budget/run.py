@@ -158,6 +158,7 @@ class Run:
 
     def _close(self, exc: BaseException | None, reason: StopReason, model_text: str | None) -> bool:
         node = self.node
+        node.closed = True  # from now on, calls from work that outlives the run are refused
         self._release_holdback()
         limit: str | None = None
         detail = ""

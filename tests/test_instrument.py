@@ -16,14 +16,21 @@ MSG = [{"role": "user", "content": "hi"}]
 
 
 def _attrs() -> dict:
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
     from anthropic import _base_client as ab
     from openai import _base_client as ob_
 
-    return {
+    attrs = {
         (cls, name): cls.__dict__[name]
         for cls in (ob_.SyncAPIClient, ob_.AsyncAPIClient, ab.SyncAPIClient, ab.AsyncAPIClient)
         for name in ("request",)
     }
+    # a run follows the threads and pool tasks it starts (instrumentation/threads.py)
+    attrs[(threading.Thread, "start")] = threading.Thread.__dict__["start"]
+    attrs[(ThreadPoolExecutor, "submit")] = ThreadPoolExecutor.__dict__["submit"]
+    return attrs
 
 
 def test_uninstrument_restores_every_patched_attribute_by_identity():

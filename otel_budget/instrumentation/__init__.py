@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 
 #: Our module under this package -> the import that triggers it. Each module has `instrument(patches) -> bool`.
 TRIGGERS: dict[str, str] = {
+    "threads": "threading",  # threads and thread pools started in a run carry it (see threads.py)
     "openai": "openai",
     "anthropic": "anthropic",
     "litellm": "litellm",

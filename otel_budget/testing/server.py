@@ -156,6 +156,7 @@ class ScriptedLLM:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 128  # the default backlog (5) resets connections when dozens of threads call at once
     llm: ScriptedLLM
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
