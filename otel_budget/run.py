@@ -114,6 +114,12 @@ class Run:
             raise RuntimeError("a Run object can be entered once; call otel_budget.run(...) again")
         parent = _current.get()
         settings = config.get()
+        if not settings.instrumented:
+            # The package's own instrument(), imported late: the package imports this module.
+            from . import _ensure_instrumented
+
+            _ensure_instrumented(self.name)
+            settings = config.get()
         # A nested run without a budget is bounded by its ancestors only; a top run falls back to the default.
         budget = self._budget or (settings.default_budget if parent is None else None) or Budget()
         node = RunNode(self.name, budget, parent)
