@@ -35,7 +35,10 @@ def _source(cmd: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     parser = argparse.ArgumentParser(prog="otel-budget", description="A meter and a brake for LLM agents.")
+    parser.add_argument("--version", action="version", version=f"otel-budget {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     demo = sub.add_parser("demo", help="run the offline demo (ScriptedLLM, no API key needed)", add_help=False)
     demo.add_argument("args", nargs=argparse.REMAINDER)
@@ -95,9 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `otel-budget` console script; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "demo":
-        from . import demo  # written separately; imported only when asked for
-
-        return int(demo.main(argv[1:]) or 0)
+        return _demo(argv[1:])
     args = _parser().parse_args(argv)
     if args.command == "compare":
         return _compare(args)
@@ -131,6 +132,18 @@ def main(argv: list[str] | None = None) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _demo(argv: list[str]) -> int:
+    try:
+        import openai  # noqa: F401 - the demo drives the real openai SDK
+
+        from . import demo  # imported only when asked for
+    except ModuleNotFoundError as exc:
+        print(f"otel-budget demo needs the {exc.name} package, which is not installed: "
+              "pip install 'otel-budget[openai]'", file=sys.stderr)
+        return EXIT_UNREADABLE
+    return int(demo.main(argv) or 0)
 
 
 def _compare(args: argparse.Namespace) -> int:
