@@ -87,8 +87,14 @@ class Run:
     def stop(self, reason: StopReason | str = StopReason.CANCELLED, detail: str = "") -> None:
         """End the run early with `reason` (e.g. the code decided to give up)."""
         node = self.node
+        try:
+            reason = StopReason(reason)
+        except ValueError:
+            valid = ", ".join(r.value for r in StopReason)
+            raise ValueError(f"run.stop(reason={reason!r}): not a stop reason; use one of {valid} (e.g. "
+                             f"run.stop('cancelled', detail='...') to say in your words why)") from None
         if node.stop_state is None:
-            node.stop_state = (StopReason(reason), None, detail or f"stopped by the code ({reason}).")
+            node.stop_state = (reason, None, detail or f"stopped by the code ({reason.value}).")
 
     # --- context manager --------------------------------------------------------------------------------
 
