@@ -3,9 +3,10 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
 EXTRAS ?= test
 
-.PHONY: demo test lint typecheck bench services clean
+.PHONY: demo test lint typecheck api-docs bench services clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -15,9 +16,14 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python -e ".[$(EXTRAS)]"
 	touch $(STAMP)
 
+# The demo needs only the openai SDK; `make test` installs every test extra.
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python -e ".[openai]"
+	touch $(DEMO_STAMP)
+
 install: $(STAMP)
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(BIN)/otel-budget demo
 
 services:
@@ -29,7 +35,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy otel_budget
 
-test: $(STAMP) services lint typecheck
+# The API reference of every public name, from the docstrings (pdoc); built by `make test` so it never breaks.
+api-docs: $(STAMP)
+	$(BIN)/pdoc -o build/api otel_budget otel_budget.testing otel_budget.analysis
+
+test: $(STAMP) services lint typecheck api-docs
 	$(BIN)/pytest -q -p no:cacheprovider
 
 bench: $(STAMP)

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 from . import config as _config
+from . import environment as _environment
 from . import propagation
 from .approval import ApprovalPolicy, PausedRun, PendingCall, resume  # completes Budget and RunOutcome
 from .budget import Budget, BudgetExceeded, Price, RunOutcome, Scope, StopReason, UnknownPriceError, Usage
@@ -63,6 +65,8 @@ __all__ = [
 _lock = threading.Lock()
 _patches = _Patches()
 _instrumented = False
+_uninstrumented = False  # uninstrument() was called: a run opened now warns instead of instrumenting
+_log = logging.getLogger(__name__)
 
 
 def instrument(
@@ -80,7 +84,14 @@ def instrument(
     runs that bring none; `prices` override the bundled price table (keys: model names); content (prompts,
     completions, tool arguments) is recorded only with `capture_content=True` or
     OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT.
+
+    Given no providers while none is set globally, it exports what the standard OTEL_* variables ask for (as
+    `opentelemetry-instrument` does); given no budget, OTEL_BUDGET_DEFAULT (JSON of Budget fields) is the default.
     """
+    if tracer_provider is None and meter_provider is None:
+        _environment.configure_export()
+    if budget is None:
+        budget = _environment.default_budget()
     settings = _config.Settings(
         telemetry=_Telemetry(tracer_provider, meter_provider),
         prices=_PriceBook(prices),  # type: ignore[arg-type]  # mappings become Price
@@ -90,9 +101,10 @@ def instrument(
     )
     if capture_content is not None:
         settings.capture_content = capture_content
-    global _instrumented
+    global _instrumented, _uninstrumented
     with _lock:
         _config.install(settings)
+        _uninstrumented = False
         if not _instrumented:
             _instrumented = True
             _instrument_all(_patches)
@@ -100,11 +112,25 @@ def instrument(
 
 def uninstrument() -> None:
     """Restore every patched attribute to the very object it was before `instrument()`."""
-    global _instrumented
+    global _instrumented, _uninstrumented
     with _lock:
         _uninstrument_all(_patches)
         _instrumented = False
+        _uninstrumented = True
         _config.install(_config.Settings())
+
+
+def _ensure_instrumented(run_name: str) -> None:
+    """A run opened while nothing is instrumented: instrument with the defaults (logged once at INFO), or, after
+    an explicit `uninstrument()`, warn that its budget sees no calls."""
+    if _uninstrumented:
+        _log.warning("otel-budget: run %r was opened after uninstrument(): no client is instrumented, so its budget "
+                     "sees no calls. Call otel_budget.instrument() to enforce it.", run_name)
+        return
+    instrument()
+    _log.info("otel-budget: run %r was opened before instrument(); instrumented the installed libraries with the "
+              "defaults (call otel_budget.instrument() first to choose providers, prices or a default budget)",
+              run_name)
 
 
 def instrumented_libraries() -> list[str]:

@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, TraceFlags
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import to_jsonable_python
 
 from . import budget as _budget
 from . import semconv as sc
-from .budget import Budget, StopReason, Usage
+from .budget import Budget, StopReason, Usage, plural
 from .run import Run, canonical_arguments, current_run
 
 if TYPE_CHECKING:
@@ -368,10 +368,16 @@ def resume(
     to keep a policy's `when` predicate across processes); time spent waiting for the decision is not run time.
     `approved=None` (a framework resumed without a decision): nothing is granted or denied, the call pauses again.
     """
-    if isinstance(paused, str):
-        paused = PausedRun.model_validate_json(paused)
-    elif not isinstance(paused, PausedRun):
-        paused = PausedRun.model_validate(paused)
+    if not isinstance(paused, PausedRun):
+        try:
+            paused = PausedRun.model_validate_json(paused) if isinstance(paused, str) else PausedRun.model_validate(
+                paused)
+        except ValidationError as exc:
+            given = f"{paused[:40]!r}" if isinstance(paused, str) else type(paused).__name__
+            raise ValueError(
+                f"resume() needs the paused run: run.outcome.paused, or its JSON (paused.model_dump_json()); "
+                f"{given} is not that ({plural(exc.error_count(), 'problem')}; the first: {exc.errors()[0]['msg']})"
+            ) from None
     if budget is None:
         budget = paused.make_budget()
     elif budget.approve is None and paused.policy is not None:

@@ -195,6 +195,20 @@ class Usage(BaseModel):
         return self.input_tokens + self.output_tokens
 
 
+def plural(count: int, noun: str) -> str:
+    """`1 model call`, `2 model calls`, with thousands separators."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def usd(value: float, cap: float | None = None) -> str:
+    """Money with as many decimals as the cap (or the value) needs to show exactly, 2 to 6: $0.80, $0.005."""
+    ref = cap if cap is not None else value
+    for digits in range(2, 7):
+        if abs(round(ref, digits) - ref) < 1e-12:
+            break
+    return f"${value:,.{digits}f}"
+
+
 class RunOutcome(BaseModel):
     """How a run ended: the reason, the limit that stopped it, what it used, and an honest wrap-up."""
 
@@ -214,6 +228,14 @@ class RunOutcome(BaseModel):
     @property
     def completed(self) -> bool:
         return self.stop_reason is StopReason.DONE
+
+    def __str__(self) -> str:
+        u = self.usage
+        why = "done" if self.completed else (f"{self.stop_reason.value} ({self.limit})" if self.limit
+                                              else self.stop_reason.value)
+        return (f"{self.run_name or 'run'}: {why}; {plural(u.model_calls, 'model call')}, "
+                f"{plural(u.tool_calls, 'tool call')}, {u.input_tokens + u.output_tokens:,} tokens, "
+                f"{usd(u.cost_usd)}, {u.seconds:.1f} s")
 
 
 class BudgetExceeded(Exception):

@@ -47,7 +47,10 @@ class Refusal:
 
 
 def _fmt(value: float) -> str:
-    return f"{value:.6g}" if value != int(value) else str(int(value))
+    """One number format for every message: 31,298 / 2.5 / 0.0041 (never 2.929e+04)."""
+    if value == int(value):
+        return f"{int(value):,}"
+    return f"{value:,.1f}" if abs(value) >= 1000 else f"{value:.6g}"
 
 
 @dataclass(slots=True)

@@ -87,8 +87,14 @@ class Run:
     def stop(self, reason: StopReason | str = StopReason.CANCELLED, detail: str = "") -> None:
         """End the run early with `reason` (e.g. the code decided to give up)."""
         node = self.node
+        try:
+            reason = StopReason(reason)
+        except ValueError:
+            valid = ", ".join(r.value for r in StopReason)
+            raise ValueError(f"run.stop(reason={reason!r}): not a stop reason; use one of {valid} (e.g. "
+                             f"run.stop('cancelled', detail='...') to say in your words why)") from None
         if node.stop_state is None:
-            node.stop_state = (StopReason(reason), None, detail or f"stopped by the code ({reason}).")
+            node.stop_state = (reason, None, detail or f"stopped by the code ({reason.value}).")
 
     # --- context manager --------------------------------------------------------------------------------
 
@@ -114,6 +120,12 @@ class Run:
             raise RuntimeError("a Run object can be entered once; call otel_budget.run(...) again")
         parent = _current.get()
         settings = config.get()
+        if not settings.instrumented:
+            # The package's own instrument(), imported late: the package imports this module.
+            from . import _ensure_instrumented
+
+            _ensure_instrumented(self.name)
+            settings = config.get()
         # A nested run without a budget is bounded by its ancestors only; a top run falls back to the default.
         budget = self._budget or (settings.default_budget if parent is None else None) or Budget()
         node = RunNode(self.name, budget, parent)

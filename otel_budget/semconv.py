@@ -65,7 +65,11 @@ COST_USD = "otel_budget.cost.usd"
 COST_SOURCE = "otel_budget.cost.source"
 TURN = "otel_budget.turn"
 RUN_DEPTH = "otel_budget.run.depth"
-WRAP_UP = "otel_budget.wrap_up"
+WRAP_UP = "otel_budget.wrap_up"  # on the run span: the template always; a model-written one with content only
+# Signatures (hashes, never content) that let runs be compared action by action (otel-budget diff, evals):
+ACTIONS = "otel_budget.actions"  # model call span: the tool calls it requested, as "name:arguments-signature"
+TOOL_ARGUMENTS_SIGNATURE = "otel_budget.tool.arguments.signature"  # tool span: hash of the canonical arguments
+TOOL_RESULT_SIGNATURE = "otel_budget.tool.result.signature"  # tool span: hash of the canonical result text
 EVENT_STOP = "otel_budget.stop"
 BAGGAGE_RUN = "otel_budget.run"  # W3C baggage entry carrying a run across processes (propagation.py)
 LEDGER_ENFORCED = "otel_budget.ledger.enforced"  # false: a shared store let the call through (fail="open")
@@ -104,4 +108,6 @@ DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 
 
 #: Environment variable of the GenAI conventions that opts into content capture.
 ENV_CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+#: Environment variable holding the default budget as a JSON object of Budget fields.
+ENV_BUDGET_DEFAULT = "OTEL_BUDGET_DEFAULT"
 TRACER_NAME = "otel_budget"

@@ -17,7 +17,8 @@ from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from . import semconv as sc
-from .budget import StopReason
+from .budget import RunOutcome, StopReason
+from .signatures import arguments_signature, result_signature
 
 if TYPE_CHECKING:
     from .calls import ModelCall
@@ -108,6 +109,8 @@ class Telemetry:
                 attrs[sc.STOP_LIMIT] = outcome.limit
             if node.unenforced:
                 attrs[sc.LEDGER_UNENFORCED_CALLS] = node.unenforced
+            if outcome.wrap_up:
+                attrs[sc.WRAP_UP] = _recorded_wrap_up(node, outcome)
             span.set_attributes(attrs)
             if outcome.stop_reason is not StopReason.DONE:
                 event = {sc.STOP_REASON: reason, sc.STOP_DETAIL: outcome.detail}
@@ -201,6 +204,8 @@ class Telemetry:
                 if call.cost_input_usd is not None:
                     attrs[sc.OI_COST_PROMPT] = call.cost_input_usd
                     attrs[sc.OI_COST_COMPLETION] = call.cost_usd - call.cost_input_usd
+            if call.tool_calls:
+                attrs[sc.ACTIONS] = [f"{name}:{arguments_signature(args)}" for name, args, *_ in call.tool_calls]
             if call.capture is not None:
                 attrs.update(call.capture)
             span.set_attributes(attrs)
@@ -246,6 +251,10 @@ class Telemetry:
         }
         if call_id:
             attrs[sc.GEN_AI_TOOL_CALL_ID] = call_id
+        try:
+            attrs[sc.TOOL_ARGUMENTS_SIGNATURE] = arguments_signature(arguments)
+        except Exception:  # noqa: BLE001
+            log.debug("otel-budget: could not sign tool arguments", exc_info=True)
         if capture:
             text = _json(arguments)
             attrs[sc.GEN_AI_TOOL_CALL_ARGUMENTS] = text
@@ -256,6 +265,8 @@ class Telemetry:
         try:
             if cost:
                 span.set_attribute(sc.COST_USD, cost)
+            if error is None:
+                span.set_attribute(sc.TOOL_RESULT_SIGNATURE, result_signature(result))
             if capture and error is None:
                 text = _json(result)
                 span.set_attribute(sc.GEN_AI_TOOL_CALL_RESULT, text)
@@ -265,6 +276,17 @@ class Telemetry:
                 span.set_status(Status(StatusCode.ERROR, str(error)[:500]))
         finally:
             span.end()
+
+
+def _recorded_wrap_up(node: RunNode, outcome: RunOutcome) -> str:
+    """The wrap-up for the run span: a model-written one carries content, so without content capture the
+    template (counts, limits and tool names only) is recorded instead."""
+    from . import config
+    from .wrapup import template_wrap_up
+
+    if node.budget.wrap_up == "model" and not config.get().capture_content:
+        return template_wrap_up(node, outcome, None)
+    return outcome.wrap_up
 
 
 def _json(value: Any) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .budget import LIMITS, RunOutcome, StopReason
+from .budget import LIMITS, RunOutcome, StopReason, plural, usd
 
 if TYPE_CHECKING:
     from .run import RunNode
@@ -17,22 +17,32 @@ _REASON_TEXT = {
 }
 
 
+def _number(value: float, dim: str, cap: float | None) -> str:
+    """A used value or a cap, both in one format: $0.005 next to $0.006, 31,298 tokens, 1.5 seconds."""
+    if dim == "usd":
+        return usd(value, cap)
+    if float(value).is_integer():
+        return f"{int(value):,}"
+    return f"{value:,.1f}"
+
+
 def _limit_line(node: RunNode, outcome: RunOutcome) -> str:
     limit = outcome.limit
     u = outcome.usage
     if limit in LIMITS:
         dim, _, unit = LIMITS[limit]
         cap = getattr(node.budget, limit, None)
-        used = {
+        values: dict[str, float] = {
             "steps": u.model_calls,
             "tool_calls": u.tool_calls,
             "seconds": round(u.seconds, 1),
             "input_tokens": u.input_tokens,
             "output_tokens": u.output_tokens,
             "total_tokens": u.input_tokens + u.output_tokens,
-            "usd": f"${u.cost_usd:.4f}",
-        }[dim]
-        cap_text = f"${cap:.2f}" if dim == "usd" and cap is not None else f"{cap}"
+            "usd": u.cost_usd,
+        }
+        used = _number(values[dim], dim, cap)
+        cap_text = _number(cap, dim, cap) if cap is not None else ""
         own = f"{used} of {cap_text} {unit} used" if cap is not None else "set by an enclosing run"
         return f"Stopped at a limit: {limit} ({own})."
     if outcome.stop_reason is StopReason.REPEAT:
@@ -51,7 +61,7 @@ def template_wrap_up(node: RunNode, outcome: RunOutcome, model_text: str | None 
     if node.charges:
         cost += " incl. " + ", ".join(f"{name} ${usd:.4f}" for name, usd in node.charges.items())
     done = (
-        f"{u.model_calls} model calls, {u.input_tokens:,} input and {u.output_tokens:,} output tokens, {cost}, "
+        f"{plural(u.model_calls, 'model call')}, {u.input_tokens:,} input and {u.output_tokens:,} output tokens, {cost}, "
         f"{u.seconds:.1f} s; tools: {tool_text}."
     )
     if outcome.stop_reason is StopReason.DONE:

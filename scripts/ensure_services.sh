@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install the service binaries the tests run for real: Prometheus 2.42 (prometheus, promtool) and Redis.
+# Install the binaries the tests run for real: Prometheus 2.42 (prometheus, promtool), Redis, and Chromium
+# (headless, for the HTML report test).
 # Idempotent and quiet when both are present. Needs root (or sudo) and Debian's apt on a fresh machine.
 # Nothing is left running: package installs are told not to start their services (policy-rc.d), and
 # the tests start their own processes on free loopback ports.
@@ -8,6 +9,7 @@ set -euo pipefail
 missing=()
 command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 [ "${#missing[@]}" -eq 0 ] && exit 0
 
 if ! command -v apt-get >/dev/null 2>&1; then
@@ -44,4 +46,5 @@ if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
         $SUDO systemctl disable --now "$unit" >/dev/null 2>&1 || true
     done
 fi
-command -v prometheus >/dev/null && command -v promtool >/dev/null && command -v redis-server >/dev/null
+command -v prometheus >/dev/null && command -v promtool >/dev/null && command -v redis-server >/dev/null \
+    && command -v chromium >/dev/null

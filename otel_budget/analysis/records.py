@@ -8,21 +8,46 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import semconv as sc
+from .spans import BadRecord, SpanRow, attribute_value, spans_from_jaeger, spans_from_otlp
 
 #: The dimensions analysed, with the span attribute (suffix of otel_budget.used.) they come from.
 DIMENSIONS: tuple[str, ...] = ("steps", "tool_calls", "seconds", "total_tokens", "usd")
 
 #: Stop reasons that mean "a limit stopped it" (the runs worth keeping as eval cases).
-LIMIT_REASONS = frozenset({"steps", "tool_calls", "time", "tokens", "cost", "repeat", "depth"})
+LIMIT_REASONS = frozenset({"steps", "tool_calls", "time", "tokens", "cost", "repeat", "stalled", "depth"})
+
+__all__ = [
+    "DIMENSIONS", "LIMIT_REASONS", "BadRecord", "RunRecord", "TurnRecord", "attribute_value", "final_runs",
+    "record_from_attributes", "record_from_span", "records_from_jaeger", "records_from_json", "records_from_otlp",
+]
 
 
-class BadRecord(ValueError):
-    """A span or line that cannot be read; the message says why."""
+@dataclass(slots=True)
+class TurnRecord:
+    """One model call of a run, with the tool calls it asked for and what those tools returned."""
+
+    turn: int
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    actions: list[str] = field(default_factory=list)
+    """The tool calls the model requested in this call, as `name:arguments-signature`."""
+    results: list[str] = field(default_factory=list)
+    """The tool executions that followed it, as `name:arguments-signature=result-signature`."""
+    input_messages: Any = None
+    """The request's messages, when content was captured."""
+    output_messages: Any = None
+    """The answer, when content was captured."""
+
+    def action_key(self) -> str:
+        """What this turn did, for aligning runs: the tools asked for and the results they gave."""
+        did = ", ".join(self.actions) if self.actions else "answer"
+        return f"{did} -> {', '.join(self.results)}" if self.results else did
 
 
 @dataclass(slots=True)
 class RunRecord:
-    """One finished run, as its run span recorded it."""
+    """One finished run, as its run span recorded it (and its turns, when its child spans were read)."""
 
     run_name: str
     stop_reason: str
@@ -32,25 +57,22 @@ class RunRecord:
     used: dict[str, float] = field(default_factory=dict)
     resumed_from: str | None = None
     """The span id of the paused run this run resumed (its usage includes the paused part)."""
+    limits: dict[str, float] = field(default_factory=dict)
+    """The run's own caps (otel_budget.limit.<dim>)."""
+    wrap_up: str | None = None
+    start: int = 0
+    """Start time, ns since the epoch."""
+    turns: list[TurnRecord] = field(default_factory=list)
 
 
-def attribute_value(value: Mapping[str, Any]) -> Any:
-    """The Python value of an OTLP/JSON AnyValue ({"stringValue": ...}, {"intValue": "3"}, ...)."""
-    if not isinstance(value, Mapping):
-        raise BadRecord(f"attribute value is not an object: {value!r:.60}")
-    if "stringValue" in value:
-        return value["stringValue"]
-    if "intValue" in value:
-        return int(value["intValue"])
-    if "doubleValue" in value:
-        return float(value["doubleValue"])
-    if "boolValue" in value:
-        return bool(value["boolValue"])
-    if "arrayValue" in value:
-        return [attribute_value(v) for v in (value["arrayValue"] or {}).get("values", ())]
-    if not value:
+def _number(attrs: Mapping[str, Any], key: str, where: str) -> float | None:
+    raw = attrs.get(key)
+    if raw is None:
         return None
-    raise BadRecord(f"unknown attribute value type {sorted(value)}")
+    try:
+        return float(raw)
+    except (TypeError, ValueError):
+        raise BadRecord(f"span {where}: {key} is not a number: {raw!r:.40}")
 
 
 def record_from_attributes(attrs: Mapping[str, Any], name: str, trace_id: str, span_id: str) -> RunRecord | None:
@@ -58,16 +80,18 @@ def record_from_attributes(attrs: Mapping[str, Any], name: str, trace_id: str, s
     if attrs.get(sc.GEN_AI_OPERATION_NAME) != sc.OP_INVOKE_AGENT or sc.STOP_REASON not in attrs:
         return None
     run_name = attrs.get(sc.GEN_AI_AGENT_NAME) or name.removeprefix(f"{sc.OP_INVOKE_AGENT} ")
+    where = span_id or name
     used: dict[str, float] = {}
-    for dim in (*DIMENSIONS, "input_tokens", "output_tokens"):
-        raw = attrs.get(sc.USED_PREFIX + dim)
-        if raw is None:
-            continue
-        try:
-            used[dim] = float(raw)
-        except (TypeError, ValueError):
-            raise BadRecord(f"span {span_id or name}: {sc.USED_PREFIX}{dim} is not a number: {raw!r:.40}")
+    limits: dict[str, float] = {}
+    for dim in sc.SPAN_DIMS:
+        value = _number(attrs, sc.USED_PREFIX + dim, where)
+        if value is not None:
+            used[dim] = value
+        cap = _number(attrs, sc.LIMIT_PREFIX + dim, where)
+        if cap is not None:
+            limits[dim] = cap
     resumed = attrs.get(sc.RESUMED_FROM)
+    wrap_up = attrs.get(sc.WRAP_UP)
     return RunRecord(
         run_name=str(run_name),
         stop_reason=str(attrs[sc.STOP_REASON]),
@@ -76,45 +100,33 @@ def record_from_attributes(attrs: Mapping[str, Any], name: str, trace_id: str, s
         limit=attrs.get(sc.STOP_LIMIT),
         used=used,
         resumed_from=str(resumed) if resumed else None,
+        limits=limits,
+        wrap_up=str(wrap_up) if wrap_up is not None else None,
     )
+
+
+def record_from_span(row: SpanRow) -> RunRecord | None:
+    """The run record of a span row, or None when it is not a finished run of ours."""
+    rec = record_from_attributes(row.attrs, row.name, row.trace_id, row.span_id)
+    if rec is not None:
+        rec.start = row.start
+    return rec
 
 
 def records_from_otlp(data: Any) -> Iterator[RunRecord]:
     """Run records in one OTLP/JSON ExportTraceServiceRequest; raises BadRecord on a wrong shape."""
-    if not isinstance(data, Mapping) or not isinstance(data.get("resourceSpans"), list):
-        raise BadRecord("not an OTLP/JSON trace export (no resourceSpans list)")
-    for rs in data["resourceSpans"]:
-        for ss in _list(rs, "scopeSpans"):
-            for span in _list(ss, "spans"):
-                if not isinstance(span, Mapping):
-                    raise BadRecord("a span is not an object")
-                attrs = {}
-                for kv in span.get("attributes") or ():
-                    if not isinstance(kv, Mapping) or "key" not in kv:
-                        raise BadRecord(f"span {span.get('spanId', '?')}: attribute without a key")
-                    attrs[kv["key"]] = attribute_value(kv.get("value") or {})
-                rec = record_from_attributes(attrs, str(span.get("name", "")), str(span.get("traceId", "")),
-                                             str(span.get("spanId", "")))
-                if rec is not None:
-                    yield rec
+    for row in list(spans_from_otlp(data)):
+        rec = record_from_span(row)
+        if rec is not None:
+            yield rec
 
 
 def records_from_jaeger(data: Any) -> Iterator[RunRecord]:
     """Run records in a Jaeger query API answer ({"data": [trace, ...]}) or in one Jaeger trace."""
-    if not isinstance(data, Mapping):
-        raise BadRecord("not a Jaeger JSON object")
-    traces = data["data"] if isinstance(data.get("data"), list) else [data]
-    for tr in traces:
-        for span in _list(tr, "spans"):
-            attrs = {}
-            for tag in span.get("tags") or ():
-                if not isinstance(tag, Mapping) or "key" not in tag:
-                    raise BadRecord(f"span {span.get('spanID', '?')}: tag without a key")
-                attrs[tag["key"]] = tag.get("value")
-            rec = record_from_attributes(attrs, str(span.get("operationName", "")), str(span.get("traceID", "")),
-                                         str(span.get("spanID", "")))
-            if rec is not None:
-                yield rec
+    for row in list(spans_from_jaeger(data)):
+        rec = record_from_span(row)
+        if rec is not None:
+            yield rec
 
 
 def records_from_json(data: Any) -> Iterator[RunRecord]:
@@ -131,12 +143,3 @@ def final_runs(records: Iterable[RunRecord]) -> list[RunRecord]:
     runs = list(records)
     superseded = {r.resumed_from for r in runs if r.resumed_from}
     return [r for r in runs if not (r.span_id and r.span_id in superseded)]
-
-
-def _list(obj: Any, key: str) -> list[Any]:
-    value = obj.get(key) if isinstance(obj, Mapping) else None
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise BadRecord(f"{key} is not a list")
-    return value

@@ -11,8 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TextIO
 
+from .assemble import RunAssembler
 from .progress import LARGE_BYTES, LARGE_COUNT, Progress
-from .records import BadRecord, RunRecord, records_from_jaeger, records_from_json
+from .records import RunRecord
+from .spans import BadRecord, spans_from_jaeger, spans_from_json
 
 
 @dataclass
@@ -22,6 +24,8 @@ class Loaded:
     runs: list[RunRecord] = field(default_factory=list)
     lines: int = 0
     bad_lines: int = 0
+    good_lines: int = 0
+    """Inputs that were read (a line or a trace), whether or not they held a run."""
 
 
 def read_file(path: str, *, progress: bool | None = None, errors: TextIO | None = None) -> Loaded:
@@ -34,6 +38,7 @@ def read_file(path: str, *, progress: bool | None = None, errors: TextIO | None 
     size = os.path.getsize(path) if path != "-" else 0
     bar = Progress(size, f"reading {os.path.basename(path)}", enabled=bool(progress), stream=errors)
     loaded = Loaded()
+    assembler = RunAssembler()
     fh = sys.stdin if path == "-" else open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
     done = 0
     try:
@@ -51,13 +56,15 @@ def read_file(path: str, *, progress: bool | None = None, errors: TextIO | None 
                 _bad(loaded, bar, f"{path}:{number}: not JSON ({exc})")
                 continue
             try:
-                loaded.runs.extend(list(records_from_json(data)))
+                assembler.add(list(spans_from_json(data)))
+                loaded.good_lines += 1
             except (BadRecord, TypeError, ValueError, AttributeError) as exc:
                 _bad(loaded, bar, f"{path}:{number}: {exc}")
     finally:
         bar.close()
         if fh is not sys.stdin:
             fh.close()
+    loaded.runs = assembler.runs()
     return loaded
 
 
@@ -94,6 +101,7 @@ def read_jaeger(
     base = url.rstrip("/")
     services = [service] if service else _services(base, fetch)
     loaded = Loaded()
+    assembler = RunAssembler()
     for svc in services:
         query = {"service": svc, "limit": str(limit)}
         if lookback:
@@ -107,12 +115,14 @@ def read_jaeger(
                 loaded.lines += 1
                 bar.update(i)
                 try:
-                    loaded.runs.extend(list(records_from_jaeger(tr)))
+                    assembler.add(list(spans_from_jaeger(tr)))
+                    loaded.good_lines += 1
                 except (BadRecord, TypeError, ValueError, AttributeError) as exc:
                     trace_id = tr.get("traceID", "?") if isinstance(tr, dict) else "?"
                     _bad(loaded, bar, f"{svc}: trace {i} ({trace_id}): {exc}")
         finally:
             bar.close()
+    loaded.runs = assembler.runs()
     return loaded
 
 

@@ -128,3 +128,10 @@ def test_tail_sampling_keeps_stopped_runs_with_a_nil_guard_errors_and_a_small_sh
     assert "ERROR" in policies["status_code"]["status_code"]["status_codes"]
     assert 0 < policies["probabilistic"]["probabilistic"]["sampling_percentage"] <= 25
     assert "always_sample" not in policies
+
+
+def test_no_deprecated_exporter_settings(config: dict[str, Any]) -> None:
+    # Current contrib logs a deprecation warning whenever resource_to_telemetry_conversion is set, even to false;
+    # its default (resource attributes kept in target_info) is what the dashboard expects.
+    for name, exporter in config["exporters"].items():
+        assert "resource_to_telemetry_conversion" not in (exporter or {}), name

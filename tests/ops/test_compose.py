@@ -39,6 +39,12 @@ def test_stack_has_collector_jaeger_prometheus_and_grafana(compose: dict[str, An
     assert services["otel-collector"]["image"].startswith("otel/opentelemetry-collector-contrib:")
 
 
+def test_every_image_is_pinned_to_a_version(compose: dict[str, Any]) -> None:
+    for name, service in compose["services"].items():
+        repo, _, tag = service["image"].rpartition(":")
+        assert repo and tag and tag != "latest" and any(c.isdigit() for c in tag), f"{name}: {service['image']}"
+
+
 def test_every_bind_mount_source_exists(compose: dict[str, Any]) -> None:
     count = 0
     for name, service in compose["services"].items():
