@@ -8,9 +8,9 @@ import contextlib
 import functools
 import inspect
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextvars import Token
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -33,7 +33,8 @@ from .node import (
     current_run,
 )
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 log = logging.getLogger(__name__)
 
 __all__ = ["Admission", "Run", "RunNode", "canonical_arguments", "current_run", "run"]
@@ -253,8 +254,17 @@ class Run:
 
     # --- decorator --------------------------------------------------------------------------------------
 
-    def __call__(self, func: F) -> F:
-        """Use as a decorator: every call of `func` is a fresh run. A stopped run returns its RunOutcome."""
+    @overload
+    def __call__(self, func: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, Coroutine[Any, Any, R | RunOutcome]]:
+        ...
+
+    @overload
+    def __call__(self, func: Callable[P, R]) -> Callable[P, R | RunOutcome]: ...
+
+    def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        """Use as a decorator: every call of `func` is a fresh run. It returns what `func` returned when the run
+        ended `done`, and the run's `RunOutcome` when it stopped (typed `R | RunOutcome`, so a checker makes the
+        caller look)."""
         name, budget = self.name, self._budget
         if inspect.iscoroutinefunction(func):
 
@@ -266,7 +276,7 @@ class Run:
                     result = await func(*args, **kwargs)
                 return result if r.outcome is None or r.outcome.completed else r.outcome
 
-            return async_wrapper  # type: ignore[return-value]
+            return async_wrapper
 
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -276,7 +286,7 @@ class Run:
                 result = func(*args, **kwargs)
             return result if r.outcome is None or r.outcome.completed else r.outcome
 
-        return wrapper  # type: ignore[return-value]
+        return wrapper
 
 
 def run(name: str, budget: Budget | None = None) -> Run:

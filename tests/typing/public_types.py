@@ -1,0 +1,28 @@
+"""Checked by `mypy --strict` in `make typecheck` (not run by pytest): the public API's types are honest."""
+
+from __future__ import annotations
+
+import otel_budget
+from otel_budget import RunOutcome
+
+
+@otel_budget.run("researcher", budget=otel_budget.Budget(max_steps=10))
+def research(task: str) -> str:
+    return task
+
+
+@otel_budget.run("async-researcher")
+async def research_async(task: str) -> int:
+    return len(task)
+
+
+def use_sync() -> str:
+    result = research("find the invoices")
+    if isinstance(result, RunOutcome):  # a stopped run returns its outcome: the type says so
+        return result.wrap_up
+    return result.upper()
+
+
+async def use_async() -> int:
+    result = await research_async("count")
+    return 0 if isinstance(result, RunOutcome) else result + 1
