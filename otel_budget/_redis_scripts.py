@@ -6,7 +6,8 @@ Keys of a scope (all share the hash tag `{prefix:scope}`, so they live in one Re
 - KEYS[2] `...:held`  hash: dim -> sum of the live reservations
 - KEYS[3] `...:res`   hash: reservation id -> its amounts ("dim value dim value ...")
 - KEYS[4] `...:exp`   zset: reservation id -> deadline (ms since the epoch, Redis clock)
-- KEYS[5] `...:done`  zset: settle id -> when to forget it (a retried settle is a no-op until then)
+- KEYS[5] `...:done`  zset: settle id -> when to forget it (a retried settle is a no-op until then); a released
+  reservation's id stays here too, as a tombstone, so a reserve that reaches Redis after its release holds nothing
 
 Amounts travel as decimal strings (Python repr) and are stored with 17 significant digits, so a double survives
 the round trip exactly; each hash is read with one HMGET and written with one HSET.
@@ -88,10 +89,12 @@ end
 """
 
 #: ARGV: id, ttl_ms, window_ms, amounts "dim v ...", limits "dim v ...", idle_ms.
-#: Returns {"1"} when held, else {"0", dim, limit, used_or_reserved, requested}.
+#: Returns {"1"} when held, {"0", dim, limit, used_or_reserved, requested} when refused, {"2"} when the id was
+#: already released (a reserve that arrived after its release).
 RESERVE = _COMMON + r"""
 local id, ttl, window, idle = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[6])
 local now = now_ms()
+if redis.call('ZSCORE', KEYS[5], id) then return {'2'} end
 purge(now)
 if window > 0 then roll(now, window) end
 if redis.call('HEXISTS', KEYS[3], id) == 1 then return {'1'} end

@@ -8,7 +8,10 @@
 
 A reservation lives `reservation_ttl` seconds at most, so the reservations of a crashed process expire and
 a fleet never deadlocks on ghosts. Settles are idempotent by id: a retried settle is a no-op, and a settle
-of an expired reservation still adds the usage exactly once. When Redis cannot be reached, `fail="closed"`
+of an expired reservation still adds the usage exactly once. The client makes a reservation's id before
+sending it, so a reserve that timed out (Redis may have run it, or may run it later) is released by id as
+soon as Redis answers again, before the next decision; a release that reaches Redis before its reserve
+leaves a tombstone, and the late reserve then holds nothing. When Redis cannot be reached, `fail="closed"`
 refuses the call (stop reason `error`, with a message naming the ledger) and `fail="open"` lets it through
 on a process-local ledger, marked as not enforced (span attribute and the `otel_budget.ledger.fail_open`
 metric); usage counted while Redis was away is pushed to Redis once it answers again.
@@ -68,7 +71,8 @@ class RedisLedger:
     `socket_timeout`: seconds to wait for Redis per attempt (connect and reply); one retry after a reset.
     `retry_interval`: after a connection failure, seconds during which calls go straight to `fail`
     instead of waiting for Redis again (so an unreachable Redis never slows every call).
-    `settle_memory`: seconds a settle id is remembered, so a retry within that time is a no-op.
+    `settle_memory`: seconds a settle id is remembered, so a retry within that time is a no-op (at least
+    `reservation_ttl`: a released reservation's id is remembered as long, as a tombstone for a late reserve).
     `tree_ttl`: idle seconds after which the keys of an ad-hoc run-tree scope (`run:...`) expire.
     """
 
@@ -100,7 +104,7 @@ class RedisLedger:
         self.reservation_ttl = reservation_ttl
         self.retry_interval = retry_interval
         self._ttl_ms = int(reservation_ttl * 1000)
-        self._remember_ms = int(settle_memory * 1000)
+        self._remember_ms = int(max(settle_memory, reservation_ttl) * 1000)
         self._tree_ms = int(tree_ttl * 1000)
         self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
         self._down_errors: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError, OSError)
@@ -143,10 +147,13 @@ class RedisLedger:
         return f"{self._node}:{next(self._ids)}"
 
     def _run(self, script: Any, keys: list[str], args: list[Any]) -> Any:
-        """One script call; a connection failure opens the breaker for `retry_interval` seconds."""
+        """One script call, after the settles and releases kept while Redis was away (so this decision sees
+        them); a connection failure opens the breaker for `retry_interval` seconds."""
         if time.monotonic() < self._down_until:
             raise LedgerUnavailable(f"{self._last_error} (not retried for {self.retry_interval:g} s)")
         try:
+            if self._backlog:
+                self._flush()
             result = script(keys=keys, args=args, client=self.client)
         except self._down_errors as exc:
             self._down_until = time.monotonic() + self.retry_interval
@@ -155,8 +162,6 @@ class RedisLedger:
         if self._warned:
             self._warned = False
             log.warning("otel-budget: the shared ledger at %s answers again", redact(self.url))
-        if self._backlog:
-            self._flush()
         return result
 
     def _unreachable(self, exc: BaseException) -> str:
@@ -180,14 +185,20 @@ class RedisLedger:
             result = self._run(self._reserve, self.keys(scope), args)
         except self._errors as exc:
             self._warn(exc)
+            if isinstance(exc, self._down_errors) and not isinstance(exc, LedgerUnavailable):
+                # no reply, but Redis may have run the script or may still run it: release the id once it answers
+                self._backlog.append((scope, rid, rid, ""))
             if self.fail == "closed":
                 return Refusal("ledger", 0.0, 0.0, 0.0, scope, message=self._unreachable(exc))
             local = self._local.reserve(scope, amounts, limits, window=window)
             if isinstance(local, Refusal):
                 return local
             return Reservation(scope, _LOCAL + local.id, dict(amounts), enforced=False)
-        if result[0] in (b"1", "1"):
+        status = _text(result[0])
+        if status == "1":
             return Reservation(scope, rid, dict(amounts))
+        if status == "2":  # cannot happen for a fresh id; said plainly rather than held
+            return Refusal("ledger", 0.0, 0.0, 0.0, scope, message=f"reservation {rid} was already released")
         dim, limit, taken, requested = (_text(x) for x in result[1:5])
         return Refusal(dim, float(limit), float(taken), float(requested), scope)
 
@@ -238,10 +249,10 @@ class RedisLedger:
             self._backlog.append((scope, rid, sid, actual))
 
     def _flush(self, batch: int = 100) -> None:
-        """Push up to `batch` settles kept while Redis was away (idempotent by settle id); stop at a failure."""
-        if not self._lock.acquire(blocking=False):
-            return
-        try:
+        """Push up to `batch` settles and releases kept while Redis was away, in order (idempotent by settle id).
+
+        Stops at a failure; a connection failure is raised (the caller opens the breaker)."""
+        with self._lock:
             for _ in range(batch):
                 if not self._backlog:
                     return
@@ -249,16 +260,19 @@ class RedisLedger:
                 args = [rid, sid, 0, actual, self._remember_ms, self._idle_ms(scope)]
                 try:
                     self._settle(keys=self.keys(scope), args=args, client=self.client)
+                except self._down_errors:
+                    raise
                 except self._errors:
                     return
                 self._backlog.popleft()
-        finally:
-            self._lock.release()
 
     def flush(self) -> int:
-        """Try now to push the settles kept while Redis was away; returns how many are still waiting."""
+        """Try now to push the settles and releases kept while Redis was away; returns how many still wait."""
         self._down_until = 0.0
-        self._flush(batch=len(self._backlog))
+        try:
+            self._flush(batch=len(self._backlog))
+        except self._errors:
+            pass
         return len(self._backlog)
 
     def close(self) -> None:
