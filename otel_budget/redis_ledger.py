@@ -19,10 +19,12 @@ dimension the lowest limit, the longest window, no window if one definition has 
 first stored, because a user who trusts the brake with money expects that no deployment can spend more than
 the cap that any deployment declared; the first stored one would let an old, looser deployment decide. A
 conflicting definition is logged once per scope and definition, and `detail()` shows them all. Raising a cap
-is an explicit decision: `forget_definitions(scope)` (otherwise the stored definitions stay with the scope). When Redis cannot be reached, `fail="closed"`
-refuses the call (stop reason `error`, with a message naming the ledger) and `fail="open"` lets it through
-on a process-local ledger, marked as not enforced (span attribute and the `otel_budget.ledger.fail_open`
-metric); usage counted while Redis was away is pushed to Redis once it answers again.
+is an explicit decision: `forget_definitions(scope)` (otherwise the stored definitions stay with the scope).
+
+When Redis cannot be reached, `fail="closed"` refuses the call (stop reason `error`, with a message naming the
+ledger) and `fail="open"` lets it through on a process-local ledger, marked as not enforced (span attribute and
+the `otel_budget.ledger.fail_open` metric); usage counted while Redis was away is pushed to Redis once it
+answers again.
 """
 
 from __future__ import annotations
