@@ -161,7 +161,7 @@ def test_a_settle_that_missed_redis_is_applied_once_when_it_is_back(own_redis: R
 def test_reservations_of_a_killed_process_expire(redis_server: RedisServer, prefix: str) -> None:
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
-    proc = ctx.Process(target=hold_reservations, args=(redis_server.url, prefix, "fleet", 4, 0.25, 1.0, 1.0, out))
+    proc = ctx.Process(target=hold_reservations, args=(redis_server.url, prefix, "fleet", 4, 0.25, 1.0, 3.0, out))
     proc.start()
     try:
         assert out.get(timeout=60) == 4
@@ -171,14 +171,15 @@ def test_reservations_of_a_killed_process_expire(redis_server: RedisServer, pref
         os.kill(proc.pid, signal.SIGKILL)  # type: ignore[arg-type]
         proc.join(10)
         assert proc.exitcode == -signal.SIGKILL
-        deadline = time.monotonic() + 10
-        result = store.reserve("fleet", {"usd": 0.25}, {"usd": 1.0})
+        # every reservation of the killed process expires: the whole cap fits again
+        deadline = time.monotonic() + 15
+        result = store.reserve("fleet", {"usd": 1.0}, {"usd": 1.0})
         while isinstance(result, Refusal) and time.monotonic() < deadline:
             time.sleep(0.05)
-            result = store.reserve("fleet", {"usd": 0.25}, {"usd": 1.0})
+            result = store.reserve("fleet", {"usd": 1.0}, {"usd": 1.0})
         assert isinstance(result, Reservation)
         detail = store.detail("fleet")
-        assert detail["reserved"]["usd"] == pytest.approx(0.25) and detail["used"]["usd"] == 0
+        assert detail["reserved"]["usd"] == pytest.approx(1.0) and detail["used"]["usd"] == 0
         store.close()
     finally:
         if proc.is_alive():

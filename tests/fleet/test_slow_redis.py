@@ -39,7 +39,7 @@ def test_a_reserve_that_timed_out_on_a_busy_redis_is_released_so_the_last_allowe
     used_key, held_key, res_key = store.keys("nightly")[:3]
     with otel_budget.run("agent", budget=Budget(scope=scope)) as first:
         ask(oai)  # 1 of the 2 steps
-        with busy(own_redis.port, seconds=3.0):
+        with busy(own_redis.port, seconds=4.0):
             ask(oai)  # its reserve queues behind the busy script; the client gives up after its socket timeout
     assert first.outcome is not None and first.outcome.stop_reason is StopReason.ERROR
     assert "unreachable (fail='closed')" in first.outcome.detail
@@ -68,7 +68,7 @@ def test_a_release_that_reaches_redis_before_its_delayed_reserve_leaves_no_ghost
         assert isinstance(warm, Reservation)
         store.release(warm)
         before = proxy.evalsha_forwarded
-        proxy.up = 2.0  # what the client sends now reaches Redis 2 s later
+        proxy.up = 3.0  # what the client sends now reaches Redis 3 s later
         refusal = store.reserve("fleet", {"steps": 1.0}, {"steps": 1.0})
         assert isinstance(refusal, Refusal) and refusal.dim == "ledger"
         proxy.up = 0.0
