@@ -10,9 +10,11 @@ Nothing here awaits or blocks on I/O, so one `threading.Lock` makes it safe for 
 from __future__ import annotations
 
 import itertools
+import logging
+import math
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -148,16 +150,54 @@ class LedgerStore(Protocol):
     def read(self, scope: str) -> dict[str, float]: ...
 
 
+_Definition = tuple[tuple[tuple[str, float], ...], float | None]
+
+
+def tightest(definitions: Iterable[_Definition]) -> tuple[dict[str, float], float | None]:
+    """The one cap of a scope defined several ways: per dimension the lowest limit, the longest window (none
+    when one definition has none, since then the counters never start anew)."""
+    limits: dict[str, float] = {}
+    windows: list[float | None] = []
+    for items, window in definitions:
+        for dim, value in items:
+            limits[dim] = min(value, limits.get(dim, math.inf))
+        windows.append(window)
+    window = None if not windows or None in windows else max(w for w in windows if w is not None)
+    return limits, window
+
+
 class MemoryLedger:
-    """The in-process store: shared scopes for every run of this process."""
+    """The in-process store: shared scopes for every run of this process.
+
+    A scope has one cap, the tightest of every definition callers sent (as in `RedisLedger`, which says why);
+    a second definition of a scope is logged once as a warning.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._scopes: dict[str, tuple[Account, float]] = {}
         self._ids = itertools.count(1)
+        self._definitions: dict[str, dict[_Definition, None]] = {}
+        self._caps: dict[str, tuple[dict[str, float], float | None]] = {}
+
+    def _define(self, scope: str, limits: Mapping[str, float], window: float | None) -> tuple[dict[str, float], float | None]:
+        if window is not None and not math.isfinite(window):
+            window = None
+        key: _Definition = (tuple(sorted((dim, float(v)) for dim, v in limits.items())), window)
+        seen = self._definitions.setdefault(scope, {})
+        if key not in seen:
+            seen[key] = None
+            self._caps[scope] = cap = tightest(seen)
+            if len(seen) > 1:
+                _log.warning(
+                    "otel-budget: the shared scope %r got another definition (%s); the tightest applies: %s",
+                    scope, _describe(dict(key[0]), window), _describe(*cap),
+                )
+        return self._caps[scope]
 
     def _account(self, scope: str, limits: Mapping[str, float], window: float | None) -> Account:
         now = time.time()
+        limits, window = self._define(scope, limits, window)
         entry = self._scopes.get(scope)
         if entry is None or (window is not None and now - entry[1] >= window):
             acc = Account(dict(limits), name=scope)
@@ -192,3 +232,11 @@ class MemoryLedger:
         acc = entry[0]
         with self._lock:
             return {dim: acc.used[dim] + acc.reserved[dim] for dim in DIMS}
+
+
+_log = logging.getLogger(__name__)
+
+
+def _describe(limits: Mapping[str, float], window: float | None) -> str:
+    text = ", ".join(f"{dim}={value:g}" for dim, value in limits.items()) or "no limits"
+    return text if window is None else f"{text}, window_seconds={window:g}"

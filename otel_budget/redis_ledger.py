@@ -8,10 +8,23 @@
 
 A reservation lives `reservation_ttl` seconds at most, so the reservations of a crashed process expire and
 a fleet never deadlocks on ghosts. Settles are idempotent by id: a retried settle is a no-op, and a settle
-of an expired reservation still adds the usage exactly once. When Redis cannot be reached, `fail="closed"`
-refuses the call (stop reason `error`, with a message naming the ledger) and `fail="open"` lets it through
-on a process-local ledger, marked as not enforced (span attribute and the `otel_budget.ledger.fail_open`
-metric); usage counted while Redis was away is pushed to Redis once it answers again.
+of an expired reservation still adds the usage exactly once. The client makes a reservation's id before
+sending it, so a reserve that timed out (Redis may have run it, or may run it later) is released by id as
+soon as Redis answers again, before the next decision; a release that reaches Redis before its reserve
+leaves a tombstone, and the late reserve then holds nothing.
+
+A scope has one cap in the store: every caller sends its own definition (the Scope's limits and window) with
+each reservation, Redis keeps every distinct definition it has seen and applies the tightest of them (per
+dimension the lowest limit, the longest window, no window if one definition has none). Tightest rather than
+first stored, because a user who trusts the brake with money expects that no deployment can spend more than
+the cap that any deployment declared; the first stored one would let an old, looser deployment decide. A
+conflicting definition is logged once per scope and definition, and `detail()` shows them all. Raising a cap
+is an explicit decision: `forget_definitions(scope)` (otherwise the stored definitions stay with the scope).
+
+When Redis cannot be reached, `fail="closed"` refuses the call (stop reason `error`, with a message naming the
+ledger) and `fail="open"` lets it through on a process-local ledger, marked as not enforced (span attribute and
+the `otel_budget.ledger.fail_open` metric); usage counted while Redis was away is pushed to Redis once it
+answers again.
 """
 
 from __future__ import annotations
@@ -19,6 +32,7 @@ from __future__ import annotations
 import collections
 import itertools
 import logging
+import math
 import os
 import threading
 import time
@@ -59,6 +73,26 @@ def _encode(amounts: Mapping[str, float]) -> str:
     return " ".join(f"{dim} {float(value)!r}" for dim, value in amounts.items() if value == value)
 
 
+def _window_ms(window: float | None) -> int:
+    """A window in ms; 0 when there is none (an infinite window is none: the counters never start anew)."""
+    return int(window * 1000) if window and math.isfinite(window) else 0
+
+
+def definition(limits: Mapping[str, float], window: float | None = None) -> str:
+    """A scope's definition as the store keeps it: "dim value ..." (dims sorted), then "_window ms" if any."""
+    text = _encode(dict(sorted(limits.items())))
+    ms = _window_ms(window)
+    return f"{text} _window {ms}".strip() if ms else text
+
+
+def _parse_definition(text: str) -> dict[str, float]:
+    parts = text.split()
+    out = {dim: float(value) for dim, value in zip(parts[::2], parts[1::2], strict=False)}
+    if "_window" in out:
+        out["window_seconds"] = out.pop("_window") / 1000
+    return out
+
+
 class RedisLedger:
     """A `LedgerStore` on Redis (single server or Cluster); see the module docstring.
 
@@ -68,7 +102,8 @@ class RedisLedger:
     `socket_timeout`: seconds to wait for Redis per attempt (connect and reply); one retry after a reset.
     `retry_interval`: after a connection failure, seconds during which calls go straight to `fail`
     instead of waiting for Redis again (so an unreachable Redis never slows every call).
-    `settle_memory`: seconds a settle id is remembered, so a retry within that time is a no-op.
+    `settle_memory`: seconds a settle id is remembered, so a retry within that time is a no-op (at least
+    `reservation_ttl`: a released reservation's id is remembered as long, as a tombstone for a late reserve).
     `tree_ttl`: idle seconds after which the keys of an ad-hoc run-tree scope (`run:...`) expire.
     """
 
@@ -100,7 +135,7 @@ class RedisLedger:
         self.reservation_ttl = reservation_ttl
         self.retry_interval = retry_interval
         self._ttl_ms = int(reservation_ttl * 1000)
-        self._remember_ms = int(settle_memory * 1000)
+        self._remember_ms = int(max(settle_memory, reservation_ttl) * 1000)
         self._tree_ms = int(tree_ttl * 1000)
         self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
         self._down_errors: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError, OSError)
@@ -124,6 +159,7 @@ class RedisLedger:
         self._last_error: BaseException | None = None
         self._backlog: collections.deque[tuple[str, str, str, str]] = collections.deque(maxlen=100_000)
         self._warned = False
+        self._conflicts: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -132,9 +168,9 @@ class RedisLedger:
     # --- keys and calls -------------------------------------------------------------------------------
 
     def keys(self, scope: str) -> list[str]:
-        """The five keys of a scope; they share the hash tag `{prefix:scope}` (one Cluster slot)."""
+        """The six keys of a scope; they share the hash tag `{prefix:scope}` (one Cluster slot)."""
         base = "{" + f"{self.prefix}:{scope}" + "}"
-        return [f"{base}:used", f"{base}:held", f"{base}:res", f"{base}:exp", f"{base}:done"]
+        return [f"{base}:used", f"{base}:held", f"{base}:res", f"{base}:exp", f"{base}:done", f"{base}:def"]
 
     def _idle_ms(self, scope: str) -> int:
         return self._tree_ms if scope.startswith(TREE_SCOPE_PREFIX) else 0
@@ -143,10 +179,13 @@ class RedisLedger:
         return f"{self._node}:{next(self._ids)}"
 
     def _run(self, script: Any, keys: list[str], args: list[Any]) -> Any:
-        """One script call; a connection failure opens the breaker for `retry_interval` seconds."""
+        """One script call, after the settles and releases kept while Redis was away (so this decision sees
+        them); a connection failure opens the breaker for `retry_interval` seconds."""
         if time.monotonic() < self._down_until:
             raise LedgerUnavailable(f"{self._last_error} (not retried for {self.retry_interval:g} s)")
         try:
+            if self._backlog:
+                self._flush()
             result = script(keys=keys, args=args, client=self.client)
         except self._down_errors as exc:
             self._down_until = time.monotonic() + self.retry_interval
@@ -155,8 +194,6 @@ class RedisLedger:
         if self._warned:
             self._warned = False
             log.warning("otel-budget: the shared ledger at %s answers again", redact(self.url))
-        if self._backlog:
-            self._flush()
         return result
 
     def _unreachable(self, exc: BaseException) -> str:
@@ -172,24 +209,48 @@ class RedisLedger:
     def reserve(
         self, scope: str, amounts: Mapping[str, float], limits: Mapping[str, float], *, window: float | None = None
     ) -> Reservation | Refusal:
-        """Hold `amounts` in `scope` if they fit its `limits` (one round trip), or say why not."""
+        """Hold `amounts` in `scope` if they fit its cap (one round trip), or say why not.
+
+        The cap is the tightest of `limits` (with `window`) and every other definition stored for the scope.
+        """
         rid = self._new_id()
-        args = [rid, self._ttl_ms, int(window * 1000) if window else 0, _encode(amounts), _encode(limits),
-                self._idle_ms(scope)]
+        mine = definition(limits, window)
+        args = [rid, self._ttl_ms, _window_ms(window), _encode(amounts), mine, self._idle_ms(scope)]
         try:
             result = self._run(self._reserve, self.keys(scope), args)
         except self._errors as exc:
             self._warn(exc)
+            if isinstance(exc, self._down_errors) and not isinstance(exc, LedgerUnavailable):
+                # no reply, but Redis may have run the script or may still run it: release the id once it answers
+                self._backlog.append((scope, rid, rid, ""))
             if self.fail == "closed":
                 return Refusal("ledger", 0.0, 0.0, 0.0, scope, message=self._unreachable(exc))
             local = self._local.reserve(scope, amounts, limits, window=window)
             if isinstance(local, Refusal):
                 return local
             return Reservation(scope, _LOCAL + local.id, dict(amounts), enforced=False)
-        if result[0] in (b"1", "1"):
+        status = _text(result[0])
+        if len(result) in (2, 6):  # the definition in force is not this caller's
+            self._conflict(scope, mine, _text(result[-1]))
+        if status == "1":
             return Reservation(scope, rid, dict(amounts))
+        if status == "2":  # cannot happen for a fresh id; said plainly rather than held
+            return Refusal("ledger", 0.0, 0.0, 0.0, scope, message=f"reservation {rid} was already released")
         dim, limit, taken, requested = (_text(x) for x in result[1:5])
         return Refusal(dim, float(limit), float(taken), float(requested), scope)
+
+    def _conflict(self, scope: str, mine: str, cap: str) -> None:
+        """Log once per scope and definition that another definition of the scope is tighter than this one."""
+        key = (scope, mine)
+        if key in self._conflicts:
+            return
+        self._conflicts.add(key)
+        log.warning(
+            "otel-budget: the shared scope %r is defined differently elsewhere; the tightest definition applies: "
+            "%s (this process: %s). Give every deployment the same Scope, or call "
+            "RedisLedger.forget_definitions(%r) to drop the stored ones.",
+            scope, _describe(cap), _describe(mine), scope,
+        )
 
     def settle(self, reservation: Reservation, actual: Mapping[str, float]) -> None:
         """Replace the reservation by `actual` exactly once; an empty id just adds `actual` (a charge)."""
@@ -211,17 +272,32 @@ class RedisLedger:
         detail = self.detail(scope)
         return {dim: detail["used"][dim] + detail["reserved"][dim] for dim in DIMS}
 
-    def detail(self, scope: str) -> dict[str, dict[str, float]]:
-        """`{"used": {dim: ...}, "reserved": {dim: ...}}` of a scope in the current window."""
+    def detail(self, scope: str) -> dict[str, Any]:
+        """A scope in the current window: `used` and `reserved` ({dim: value}), `limits` (the cap in force:
+        {dim: value}, plus `window_seconds` when windowed; empty before the first reservation), `definitions`
+        (every distinct definition callers sent, same shape) and `conflict` (more than one definition)."""
         try:
             raw = self._run(self._read, self.keys(scope), list(DIMS))
         except self._errors as exc:
             raise LedgerUnavailable(self._unreachable(exc)) from exc
-        values = [float(_text(x)) for x in raw]
+        n = 2 * len(DIMS)
+        values = [float(_text(x)) for x in raw[:n]]
+        definitions = sorted((_text(x) for x in raw[n + 1:]), key=lambda d: (len(d), d))
         return {
             "used": {dim: values[2 * i] for i, dim in enumerate(DIMS)},
             "reserved": {dim: values[2 * i + 1] for i, dim in enumerate(DIMS)},
+            "limits": _parse_definition(_text(raw[n])) if len(raw) > n else {},
+            "definitions": [_parse_definition(d) for d in definitions],
+            "conflict": len(definitions) > 1,
         }
+
+    def forget_definitions(self, scope: str) -> None:
+        """Drop the stored definitions of `scope` (e.g. to raise its cap): the next reservations define it anew."""
+        try:
+            self.client.delete(self.keys(scope)[5])
+        except self._errors as exc:
+            raise LedgerUnavailable(self._unreachable(exc)) from exc
+        self._conflicts = {key for key in self._conflicts if key[0] != scope}
 
     # --- settles that could not reach Redis -----------------------------------------------------------
 
@@ -238,10 +314,10 @@ class RedisLedger:
             self._backlog.append((scope, rid, sid, actual))
 
     def _flush(self, batch: int = 100) -> None:
-        """Push up to `batch` settles kept while Redis was away (idempotent by settle id); stop at a failure."""
-        if not self._lock.acquire(blocking=False):
-            return
-        try:
+        """Push up to `batch` settles and releases kept while Redis was away, in order (idempotent by settle id).
+
+        Stops at a failure; a connection failure is raised (the caller opens the breaker)."""
+        with self._lock:
             for _ in range(batch):
                 if not self._backlog:
                     return
@@ -249,16 +325,19 @@ class RedisLedger:
                 args = [rid, sid, 0, actual, self._remember_ms, self._idle_ms(scope)]
                 try:
                     self._settle(keys=self.keys(scope), args=args, client=self.client)
+                except self._down_errors:
+                    raise
                 except self._errors:
                     return
                 self._backlog.popleft()
-        finally:
-            self._lock.release()
 
     def flush(self) -> int:
-        """Try now to push the settles kept while Redis was away; returns how many are still waiting."""
+        """Try now to push the settles and releases kept while Redis was away; returns how many still wait."""
         self._down_until = 0.0
-        self._flush(batch=len(self._backlog))
+        try:
+            self._flush(batch=len(self._backlog))
+        except self._errors:
+            pass
         return len(self._backlog)
 
     def close(self) -> None:
@@ -271,3 +350,8 @@ class RedisLedger:
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _describe(text: str) -> str:
+    """A stored definition for people: "steps=10, usd=0.5, window_seconds=86400" ("no limits" when empty)."""
+    return ", ".join(f"{k}={v:g}" for k, v in _parse_definition(text).items()) or "no limits"

@@ -10,12 +10,29 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+#: A Redis Cluster node also listens on its port + 10000 (the cluster bus).
+CLUSTER_BUS_OFFSET = 10000
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+
+def _bindable(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(*, bus: bool = False) -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now; with `bus`, one whose cluster bus port
+    (port + 10000) is a valid port (at most 65535) and free too."""
+    for _ in range(1000):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if not bus or (port + CLUSTER_BUS_OFFSET <= 65535 and _bindable(port + CLUSTER_BUS_OFFSET)):
+            return port
+    raise RuntimeError("no free port with a free cluster bus port on 127.0.0.1")
 
 
 class RedisServer:
@@ -30,7 +47,7 @@ class RedisServer:
             raise RuntimeError("redis-server is not installed (apt-get install -y redis-server)")
         self.binary = binary
         self.cluster = cluster
-        self.port = free_port()
+        self.port = free_port(bus=cluster)
         self.dir = Path(tempfile.mkdtemp(prefix="otel-budget-redis-"))
         self.pidfile = self.dir / "redis.pid"
 
