@@ -6,6 +6,7 @@ started with `contextvars.copy_context()`.
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import logging
@@ -20,7 +21,16 @@ from typing import TYPE_CHECKING, Any
 from . import config
 from . import ledger as lg
 from . import semconv as sc
-from .budget import LIMITS, Budget, BudgetExceeded, RunOutcome, StopReason, UnknownPriceError, Usage
+from .budget import (
+    LIMITS,
+    Budget,
+    BudgetExceeded,
+    RunOutcome,
+    StopReason,
+    UnknownPriceError,
+    Usage,
+    check_cost,
+)
 
 if TYPE_CHECKING:
     from .approval import ApprovalState
@@ -53,16 +63,59 @@ def current_run() -> RunNode | None:
 
 
 def canonical_arguments(arguments: Any) -> str:
-    """Tool arguments as one canonical string (JSON with sorted keys), for repetition checks."""
+    """Tool arguments as one canonical string (JSON with sorted keys), for repetition checks.
+
+    It never raises: arguments JSON cannot encode (too deep, circular, odd types) get a bounded digest instead.
+    """
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested too deep to parse: the text itself
             return arguments.strip()
     try:
         return json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
-    except (TypeError, ValueError):
-        return repr(arguments)
+    except Exception:  # noqa: BLE001 - too deep, circular, or a value whose str() fails
+        return _digest(arguments)
+
+
+#: How many values `_digest` walks before it stops reading an argument structure.
+_DIGEST_NODES = 100_000
+
+
+def _digest(value: Any) -> str:
+    """A deterministic digest of a nested value, walked without recursion and bounded in size and time."""
+    digest = hashlib.sha256()
+    stack: list[Any] = [value]
+    seen = 0
+    while stack and seen < _DIGEST_NODES:
+        item = stack.pop()
+        seen += 1
+        if isinstance(item, dict):
+            try:
+                pairs = sorted(item.items(), key=lambda kv: _scalar_text(kv[0]))
+            except Exception:  # noqa: BLE001 - keys that cannot even be compared as text
+                pairs = list(item.items())
+            digest.update(b"{%d" % len(pairs))
+            for key, _ in pairs:
+                digest.update(_scalar_text(key).encode("utf-8", "replace") + b"\x00")
+            stack.extend(sub for _, sub in reversed(pairs))
+        elif isinstance(item, (list, tuple)):
+            digest.update(b"[%d" % len(item))
+            stack.extend(reversed(item))
+        else:
+            digest.update(_scalar_text(item).encode("utf-8", "replace") + b"\x00")
+    if stack:
+        digest.update(b"...%d" % len(stack))
+    return "sha256:" + digest.hexdigest()
+
+
+def _scalar_text(item: Any) -> str:
+    try:
+        if isinstance(item, (str, int, float, bool)) or item is None:
+            return f"{type(item).__name__}:{item}"
+        return type(item).__name__ + ":" + str(item)[:1000]
+    except Exception:  # noqa: BLE001 - a value whose str() fails (huge int, recursion) is known by its type only
+        return type(item).__name__ + ":?"
 
 
 class Admission:
@@ -458,6 +511,7 @@ class RunNode:
     def admit_tool(self, name: str, arguments: Any, cost_usd: float) -> dict[str, float]:
         """Check a tool execution before it runs; returns what it reserved."""
         what = f"the tool {name}"
+        cost_usd = check_cost(cost_usd, f"the cost_usd of tool {name}")
         self._check_gates(what)
         if self.approval is not None:
             self.approval.on_execute(self, name, arguments)
@@ -505,8 +559,7 @@ class RunNode:
 
     def charge(self, usd: float, name: str = "charge") -> None:
         """Charge a cost no instrumented client reports (a browser, a paid API); it counts against max_usd."""
-        if usd < 0:
-            raise ValueError("charge(usd=...) must not be negative")
+        usd = check_cost(usd, "charge(usd=...)")
         lg.settle(self.accounts, {}, {"usd": float(usd)}, self.lock)
         self._charge_shared({"usd": float(usd)})
         self.charges[name] = self.charges.get(name, 0.0) + usd
