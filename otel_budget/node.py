@@ -295,8 +295,13 @@ class RunNode:
 
     # --- model calls ------------------------------------------------------------------------------------
 
-    def admit(self, provider: str, model: str, max_output: int | None, input_chars: Callable[[], int]) -> Admission:
-        """Check and reserve one model call, or raise BudgetExceeded / UnknownPriceError; nothing is sent."""
+    def admit(
+        self, provider: str, model: str, max_output: int | None, input_chars: Callable[[], int], choices: int = 1
+    ) -> Admission:
+        """Check and reserve one model call, or raise BudgetExceeded / UnknownPriceError; nothing is sent.
+
+        `choices` answers (OpenAI `n`) each get up to `max_output` tokens.
+        """
         what = f"the call to {model}"
         self._check_gates(what)
         limited = self._limited()
@@ -328,6 +333,7 @@ class RunNode:
         if pricing is not None:
             input_cost = pricing.cost(est_in, 0)
             per_token = (pricing.cost(est_in, 1_000_000) - input_cost) / 1_000_000
+        n = max(1, choices)
         if out is None:
             rooms = {
                 "output_tokens": lg.headroom(self.accounts, "output_tokens"),
@@ -336,7 +342,7 @@ class RunNode:
             if per_token > 0:
                 rooms["usd"] = (lg.headroom(self.accounts, "usd") - input_cost) / per_token
             adm.bound_by = min(rooms, key=lambda d: rooms[d])
-            room = rooms[adm.bound_by]
+            room = rooms[adm.bound_by] / n  # each of the n answers may write up to the limit
             if room <= AUTO_MAX_TOKENS_CEILING and self._auto_max_tokens():
                 out = max(0, int(room))
                 adm.set_max_tokens = out >= 1
@@ -345,10 +351,10 @@ class RunNode:
                 out = min(_UNBOUNDED_OUTPUT_RESERVE, int(room)) if room != math.inf else _UNBOUNDED_OUTPUT_RESERVE
         adm.max_output_tokens = out
         amounts["input_tokens"] = est_in
-        amounts["output_tokens"] = out
-        amounts["total_tokens"] = est_in + out
+        amounts["output_tokens"] = out * n
+        amounts["total_tokens"] = est_in + out * n
         if pricing is not None:
-            amounts["usd"] = input_cost + out * per_token
+            amounts["usd"] = input_cost + out * n * per_token
         self._reserve(adm, what)
         if max_output is None and adm.max_output_tokens is not None and adm.max_output_tokens < 1:
             self.release(adm)

@@ -62,10 +62,9 @@ def usage_of(usage: Any) -> TokenUsage | None:
     if base is None:
         return None
     details = _get(usage, "prompt_tokens_details")
-    base.cache_write = int(
-        _get(details, "cache_creation_tokens", 0) or _get(usage, "cache_creation_input_tokens", 0) or 0
-    )
-    return base
+    write = _get(details, "cache_creation_tokens", 0) or _get(usage, "cache_creation_input_tokens", 0) or 0
+    return TokenUsage(_get(usage, "prompt_tokens"), _get(usage, "completion_tokens"), base.cache_read, write,
+                      base.reasoning)
 
 
 def read(result: Any, call: ModelCall) -> None:
@@ -91,7 +90,7 @@ def _describe(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> ModelCall:
     provider, name = _split_model(model, kwargs)
     limit = kwargs.get("max_completion_tokens") or kwargs.get("max_tokens")
     return ModelCall(provider, sc.OP_CHAT, name, limit if isinstance(limit, int) else None,
-                     bool(kwargs.get("stream")))
+                     bool(kwargs.get("stream")), choices=kwargs.get("n") or 1)
 
 
 def _prepare(kwargs: Mapping[str, Any], call: ModelCall, guard: Guard) -> dict[str, Any]:
