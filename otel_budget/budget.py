@@ -149,6 +149,8 @@ class Budget(BaseModel):
     """Set the request's output limit to what the budget leaves when the caller set none."""
     scope: Scope | None = None
     """A shared (fleet) budget this run also draws from; see `Scope`."""
+    strict: bool = False
+    """Reserve one input token per UTF-8 byte of the request, so money and token caps are never exceeded at all."""
     approve: ApprovalPolicy | None = None
     """Tool calls that need a person's yes before they run: tool names (`approve=["git_push"]`) or an
     `ApprovalPolicy`. The run pauses with `awaiting_approval` before such a call; `otel_budget.resume` goes on."""

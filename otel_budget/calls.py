@@ -77,7 +77,7 @@ class ModelCall:
     __slots__ = (
         "provider", "operation", "model", "max_output_tokens", "stream", "usage", "response_model", "response_id",
         "finish_reasons", "tool_calls", "error", "cost_usd", "cost_input_usd", "cost_source", "turn", "capture",
-        "reported_cost", "output_chars", "output_text", "injected_usage", "choices",
+        "reported_cost", "output_chars", "output_text", "injected_usage", "choices", "prompt",
     )
 
     def __init__(self, provider: str, operation: str, model: str, max_output_tokens: int | None, stream: bool,
@@ -90,6 +90,8 @@ class ModelCall:
         # How many answers the request asks for (OpenAI `n`, Gemini `candidateCount`): each may write up to the
         # output limit.
         self.choices = choices if _is_count(choices) and choices >= 1 else 1
+        # The request body and the key of its message list, for a tighter input bound (see RunNode.admit).
+        self.prompt: tuple[dict[str, Any], str] | None = None
         self.usage: TokenUsage | None = None
         self.response_model: str | None = None
         self.response_id: str | None = None
@@ -311,7 +313,7 @@ def begin(call: ModelCall, input_chars: Callable[[], int], summarize: Callable[[
             return memo[0]
 
         counted.memo = memo  # type: ignore[attr-defined]
-        admission = node.admit(call.provider, call.model, call.max_output_tokens, counted, call.choices)
+        admission = node.admit(call.provider, call.model, call.max_output_tokens, counted, call.choices, call.prompt)
         if admission.set_max_tokens:
             call.max_output_tokens = admission.max_output_tokens
         chars = counted

@@ -6,6 +6,7 @@ started with `contextvars.copy_context()`.
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 import json
@@ -55,6 +56,10 @@ _UNBOUNDED_OUTPUT_RESERVE = 4096
 #: Dimensions counted per call that need no input estimate.
 _COUNT_DIMS = frozenset({"steps", "tool_calls"})
 _WRAP_UP_MAX_TOKENS = 300
+#: Dimensions a call in flight may give back when it settles: a refusal on them can wait for that.
+_WAIT_DIMS = frozenset({"input_tokens", "output_tokens", "total_tokens", "usd"})
+#: The longest a refused call waits for one call in flight to settle before it is refused after all.
+_MAX_ADMISSION_WAIT = 60.0
 
 
 def current_run() -> RunNode | None:
@@ -118,12 +123,35 @@ def _scalar_text(item: Any) -> str:
         return type(item).__name__ + ":?"
 
 
+#: Request fields that do not change the input tokens: two requests that differ only in them share a prefix.
+_OUTPUT_FIELDS = frozenset({
+    "max_tokens", "max_completion_tokens", "max_output_tokens", "temperature", "top_p", "top_k", "stream",
+    "stream_options", "n", "seed", "stop", "stop_sequences", "metadata", "user", "store", "timeout",
+})
+
+
+def _prompt_shape(body: dict[str, Any], key: str) -> tuple[str, tuple[str, ...], tuple[int, ...]] | None:
+    """(digest of the body without its messages and output fields, digest of each message, characters of each
+    message's JSON), or None when the body cannot be read so."""
+    messages = body.get(key)
+    if not isinstance(messages, list):
+        return None
+    try:
+        rest = {k: v for k, v in body.items() if k != key and k not in _OUTPUT_FIELDS}
+        head = hashlib.sha1(json.dumps(rest, sort_keys=True, default=str).encode(), usedforsecurity=False).hexdigest()
+        texts = [json.dumps(m, sort_keys=True, default=str) for m in messages]
+    except Exception:  # noqa: BLE001 - odd content: no prefix bound, the whole body's bound applies
+        return None
+    digests = tuple(hashlib.sha1(t.encode(), usedforsecurity=False).hexdigest() for t in texts)
+    return head, digests, tuple(len(t) for t in texts)
+
+
 class Admission:
     """What a call reserved; settle or release it exactly once."""
 
     __slots__ = (
         "node", "amounts", "max_output_tokens", "set_max_tokens", "timeout", "turn", "input_estimate", "shared",
-        "bound_by",
+        "bound_by", "estimated", "prompt_shape", "thread",
     )
 
     def __init__(self, node: RunNode, amounts: dict[str, float]) -> None:
@@ -136,6 +164,9 @@ class Admission:
         self.timeout: float | None = None
         self.turn = 0
         self.input_estimate = 0
+        self.estimated = False  # input reserved at the estimate (the tree's one such call in flight), not the bound
+        self.prompt_shape: tuple[str, tuple[str, ...], tuple[int, ...]] | None = None  # see _prompt_shape
+        self.thread: int | None = None  # the thread that holds the call in flight (None once settled)
 
 
 class RunNode:
@@ -172,6 +203,12 @@ class RunNode:
         self.near_crossed = False
         self.turns = 0  # model calls in this run tree, counted at the root
         self.chars_per_token = 4.0
+        self.estimate_in_flight = False  # (root) a call reserved at the input estimate is in flight
+        self.in_flight: Counter[int] = Counter()  # (root) admitted model calls not yet settled, by thread
+        self.settled_count = 0  # (root) settlements so far; a refused call waits for it to change
+        self.settled: threading.Condition = parent.root.settled if parent is not None else threading.Condition(self.lock)
+        # The last request whose input count was reported: (digest of all but its messages, message digests, tokens).
+        self.last_prompt: tuple[str, tuple[str, ...], int] | None = None
         self.summarize: Callable[[str, int], Any] | None = None
         self.holdback: dict[str, float] | None = None
         self.depth_refused = self._depth_exceeded()
@@ -296,11 +333,16 @@ class RunNode:
     # --- model calls ------------------------------------------------------------------------------------
 
     def admit(
-        self, provider: str, model: str, max_output: int | None, input_chars: Callable[[], int], choices: int = 1
+        self, provider: str, model: str, max_output: int | None, input_chars: Callable[[], int], choices: int = 1,
+        prompt: tuple[dict[str, Any], str] | None = None,
     ) -> Admission:
         """Check and reserve one model call, or raise BudgetExceeded / UnknownPriceError; nothing is sent.
 
-        `choices` answers (OpenAI `n`) each get up to `max_output` tokens.
+        `choices` answers (OpenAI `n`) each get up to `max_output` tokens. Input is reserved at the estimate
+        for one call of the tree at a time; a call made while that one is in flight (or every call, with
+        `Budget.strict`) reserves an upper bound: one token per character of the request body, or, when the
+        request's messages (`prompt`: the body and its message-list key) extend the previous request's, what
+        the server reported for that one plus one token per character of the new messages.
         """
         what = f"the call to {model}"
         self._check_gates(what)
@@ -316,7 +358,8 @@ class RunNode:
             self._reserve(adm, what)
             return adm
         # A small margin covers what the SDK adds to the body and the provider's message framing tokens.
-        est_in = int(input_chars() / self.root.chars_per_token * 1.05) + 8
+        chars = input_chars()
+        est_in = int(chars / self.root.chars_per_token * 1.05) + 8
         adm.input_estimate = est_in
         pricing = None
         if "usd" in limited:
@@ -328,11 +371,19 @@ class RunNode:
                     f"otel_budget.instrument(prices={{'{model}': otel_budget.Price(input_per_mtok=..., "
                     f"output_per_mtok=...)}}), or remove max_usd."
                 )
+        adm.estimated = self._take_estimate_slot()
+        if not adm.estimated:
+            # The body's JSON (non-ASCII escaped) has at least one character per UTF-8 byte of its text, and a
+            # byte-level BPE token is at least one byte: an upper bound of the input tokens.
+            est_in = self._input_bound(adm, chars, prompt)
         out = max_output
         input_cost = per_token = 0.0
         if pricing is not None:
             input_cost = pricing.cost(est_in, 0)
-            per_token = (pricing.cost(est_in, 1_000_000) - input_cost) / 1_000_000
+            if not adm.estimated:  # an upper bound prices every input token at the dearest input rate
+                input_cost = max(input_cost, pricing.cost(est_in, 0, cache_read=est_in),
+                                 pricing.cost(est_in, 0, cache_write=est_in))
+            per_token = (pricing.cost(est_in, 1_000_000) - pricing.cost(est_in, 0)) / 1_000_000
         n = max(1, choices)
         if out is None:
             rooms = {
@@ -355,13 +406,52 @@ class RunNode:
         amounts["total_tokens"] = est_in + out * n
         if pricing is not None:
             amounts["usd"] = input_cost + out * n * per_token
-        self._reserve(adm, what)
+        try:
+            self._reserve(adm, what)
+        except BaseException:
+            self._free_estimate_slot(adm)
+            raise
         if max_output is None and adm.max_output_tokens is not None and adm.max_output_tokens < 1:
             self.release(adm)
             dim = "usd" if pricing is not None and lg.headroom(self.accounts, "usd") < math.inf else "total_tokens"
             reason, field = _DIM_REASON[dim]
             raise self.stop(reason, field, f"{what} was not sent: the budget leaves no room for any output ({field}).")
         return adm
+
+    def _input_bound(self, adm: Admission, chars: int, prompt: tuple[dict[str, Any], str] | None) -> int:
+        """An upper bound of the call's input tokens. Chat formats tokenize each message apart, so a request that
+        only appends messages to the previous one has at most its reported count plus the new messages' bytes.
+        """
+        bound = chars
+        if prompt is None:
+            return bound
+        shape = _prompt_shape(*prompt)
+        if shape is None:
+            return bound
+        adm.prompt_shape = shape
+        last = self.last_prompt
+        if last is not None and last[0] == shape[0] and shape[1][: len(last[1])] == last[1]:
+            bound = min(bound, last[2] + sum(shape[2][len(last[1]):]) + 8)
+        return bound
+
+    def _take_estimate_slot(self) -> bool:
+        """Whether this call may reserve its input at the estimate: one call of the tree at a time, never with
+        `strict`. So the calls in flight hold at most one estimate's error, and a cap is exceeded by at most that.
+        """
+        if any(n.budget.strict for n in self.chain):
+            return False
+        root = self.root
+        with self.lock:
+            if root.estimate_in_flight:
+                return False
+            root.estimate_in_flight = True
+            return True
+
+    def _free_estimate_slot(self, adm: Admission) -> None:
+        if adm.estimated:
+            adm.estimated = False
+            with self.lock:
+                self.root.estimate_in_flight = False
 
     def add_scopes(self, extra: tuple[Any, ...]) -> None:
         """Draw from more shared scopes from now on (the chain's own scopes come first, each name once)."""
@@ -387,7 +477,18 @@ class RunNode:
         return all(n.budget.auto_max_tokens for n in self.chain)
 
     def _reserve(self, adm: Admission, what: str) -> None:
+        root = self.root
+        settled = root.settled_count
         refusal = lg.reserve(self.accounts, adm.amounts, self.lock)
+        while refusal is not None and self._may_wait(refusal, adm.amounts):
+            # Only what other calls hold in flight is in the way: wait for one of them to settle, then re-check.
+            with root.settled:
+                seen = settled
+                root.settled.wait_for(lambda: root.settled_count != seen, timeout=self._wait_limit())  # noqa: B023
+                if root.settled_count == settled:
+                    break  # nothing settled in time: refuse
+                settled = root.settled_count
+            refusal = lg.reserve(self.accounts, adm.amounts, self.lock)
         if refusal is not None:
             raise self._refusal_error(refusal, what)
         if self.scopes:
@@ -395,13 +496,54 @@ class RunNode:
         if self.deadline is not math.inf:
             adm.timeout = max(0.001, self.time_left())
         with self.lock:
-            self.root.turns += 1
-            adm.turn = self.root.turns
+            root.turns += 1
+            adm.turn = root.turns
+            adm.thread = threading.get_ident()
+            root.in_flight[adm.thread] += 1
+
+    def _may_wait(self, refusal: lg.Refusal, amounts: dict[str, float]) -> bool:
+        """Whether a refused model call should wait for calls in flight: only in a thread that holds none of the
+        tree's calls and runs no event loop, and only when the call would fit once what they hold was settled
+        (tokens and money: what a call in flight holds is its worst case, which its settlement may give back)."""
+        if refusal.dim not in _WAIT_DIMS or refusal.message:
+            return False
+        with self.lock:
+            root = self.root
+            others = sum(root.in_flight.values()) - root.in_flight.get(threading.get_ident(), 0)
+            if others <= 0 or root.in_flight.get(threading.get_ident(), 0) > 0:
+                return False
+            dim, amount = refusal.dim, amounts.get(refusal.dim, 0.0)
+            if any(acc.limits.get(dim, math.inf) < acc.used[dim] + amount - 1e-12 for acc in self.accounts):
+                return False  # it does not fit even with nothing in flight
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return self.time_left() > 0
+        return False  # waiting would block the event loop that runs the calls in flight
+
+    def _wait_limit(self) -> float:
+        return max(0.0, min(_MAX_ADMISSION_WAIT, self.time_left()))
+
+    def _done(self, adm: Admission) -> None:
+        """The call of `adm` is no longer in flight: free what it held and wake calls waiting for room."""
+        self._free_estimate_slot(adm)
+        root = self.root
+        with root.settled:
+            if adm.thread is not None:
+                left = root.in_flight[adm.thread] - 1
+                if left > 0:
+                    root.in_flight[adm.thread] = left
+                else:
+                    root.in_flight.pop(adm.thread, None)
+                adm.thread = None
+            root.settled_count += 1
+            root.settled.notify_all()
 
     def release(self, adm: Admission) -> None:
         """Give back a reservation whose call was never sent."""
         lg.settle(self.accounts, adm.amounts, {}, self.lock)
         self._settle_shared(adm.shared, {})
+        self._done(adm)
 
     # --- shared (fleet) scopes ----------------------------------------------------------------------------
 
@@ -458,10 +600,13 @@ class RunNode:
         if cost is not None:
             actual["usd"] = cost
         lg.settle(self.accounts, adm.amounts, actual, self.lock)
+        self._done(adm)
         if adm.shared:
             self._settle_shared(adm.shared, actual)
         if input_chars and input_tokens > 0:
             self.root.chars_per_token = min(8.0, max(1.0, input_chars / input_tokens))
+            if adm.prompt_shape is not None:  # a reported count: the base of the next request's bound
+                self.last_prompt = (adm.prompt_shape[0], adm.prompt_shape[1], input_tokens)
         with self.lock:
             for node in self.chain:
                 st = node.stats

@@ -109,10 +109,12 @@ class AnthropicAdapter:
             return None
         body = options.json_data if isinstance(options.json_data, dict) else {}
         limit = body.get("max_tokens")
-        return ModelCall(
+        call = ModelCall(
             self.provider, sc.OP_CHAT, str(body.get("model", "")), limit if isinstance(limit, int) else None,
             stream or body.get("stream") is True,
         )
+        call.prompt = (body, "messages")
+        return call
 
     def prepare(self, options: Any, call: ModelCall, guard: Guard | None) -> None:
         if getattr(options, "span_name", None) is not None:

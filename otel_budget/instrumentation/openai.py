@@ -197,8 +197,13 @@ class OpenAIAdapter:
             limit = body.get("max_completion_tokens") or body.get("max_tokens")
         else:
             limit = body.get("max_output_tokens")
-        return ModelCall(self.provider, sc.OP_CHAT, str(body.get("model", "")), limit, stream or bool(body.get("stream")),
+        call = ModelCall(self.provider, sc.OP_CHAT, str(body.get("model", "")), limit, stream or bool(body.get("stream")),
                          choices=body.get("n") if url == _CHAT else 1)
+        if url == _CHAT:
+            call.prompt = (body, "messages")
+        elif not body.get("previous_response_id") and not body.get("conversation"):  # no server-side history
+            call.prompt = (body, "input")
+        return call
 
     def prepare(self, options: Any, call: ModelCall, guard: Guard | None) -> None:
         body = options.json_data
