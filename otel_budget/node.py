@@ -146,6 +146,43 @@ def _prompt_shape(body: dict[str, Any], key: str) -> tuple[str, tuple[str, ...],
     return head, digests, tuple(len(t) for t in texts)
 
 
+#: Set by async adapters while they admit a call: a refusal that only waits for calls in flight raises
+#: RoomPending for them to await, instead of refusing.
+_MAY_AWAIT_ROOM: ContextVar[bool] = ContextVar("otel_budget_may_await_room", default=False)
+
+
+class RoomPending(Exception):  # noqa: N818 - not an error: a signal to the async adapter
+    """A call did not fit only because of what calls in flight hold: await `wait()`, then admit it again."""
+
+    def __init__(self, node: RunNode, seen: int) -> None:
+        super().__init__("waiting for calls in flight to settle")
+        self.node = node
+        self.seen = seen
+
+    async def wait(self) -> bool:
+        """True once a call settled (admit again); False when none did in time (admit again, without waiting)."""
+        return await self.node.wait_settled(self.seen)
+
+
+def may_await_room() -> ContextVar[bool]:
+    """The flag an async adapter sets around admission when it can await RoomPending."""
+    return _MAY_AWAIT_ROOM
+
+
+def _holder() -> int:
+    """Who holds a call in flight: the asyncio task, else the thread."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        task = None
+    return id(task) if task is not None else threading.get_ident()
+
+
+def _wake(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
 class Admission:
     """What a call reserved; settle or release it exactly once."""
 
@@ -207,6 +244,7 @@ class RunNode:
         self.in_flight: Counter[int] = Counter()  # (root) admitted model calls not yet settled, by thread
         self.settled_count = 0  # (root) settlements so far; a refused call waits for it to change
         self.settled: threading.Condition = parent.root.settled if parent is not None else threading.Condition(self.lock)
+        self.room_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []  # (root) asyncio waiters
         # The last request whose input count was reported: (digest of all but its messages, message digests, tokens).
         self.last_prompt: tuple[str, tuple[str, ...], int] | None = None
         self.summarize: Callable[[str, int], Any] | None = None
@@ -480,8 +518,13 @@ class RunNode:
         root = self.root
         settled = root.settled_count
         refusal = lg.reserve(self.accounts, adm.amounts, self.lock)
-        while refusal is not None and self._may_wait(refusal, adm.amounts):
-            # Only what other calls hold in flight is in the way: wait for one of them to settle, then re-check.
+        while refusal is not None:
+            # Only what other calls hold in flight may be in the way: wait for one of them to settle, re-check.
+            how = self._may_wait(refusal, adm.amounts)
+            if how is None:
+                break
+            if how == "task":
+                raise RoomPending(self, settled)  # the async wrapper awaits `wait_settled` and admits again
             with root.settled:
                 seen = settled
                 root.settled.wait_for(lambda: root.settled_count != seen, timeout=self._wait_limit())  # noqa: B023
@@ -498,28 +541,52 @@ class RunNode:
         with self.lock:
             root.turns += 1
             adm.turn = root.turns
-            adm.thread = threading.get_ident()
+            adm.thread = _holder()
             root.in_flight[adm.thread] += 1
 
-    def _may_wait(self, refusal: lg.Refusal, amounts: dict[str, float]) -> bool:
-        """Whether a refused model call should wait for calls in flight: only in a thread that holds none of the
-        tree's calls and runs no event loop, and only when the call would fit once what they hold was settled
-        (tokens and money: what a call in flight holds is its worst case, which its settlement may give back)."""
-        if refusal.dim not in _WAIT_DIMS or refusal.message:
-            return False
+    def _may_wait(self, refusal: lg.Refusal, amounts: dict[str, float]) -> str | None:
+        """How a refused model call may wait for calls in flight ("thread" blocks, "task" awaits), or None.
+
+        Only a caller that holds none of the tree's calls in flight waits (an asyncio task only when its
+        adapter can await), and only when the call would fit once what they hold was settled (tokens and
+        money: what a call in flight holds is its worst case, which its settlement may give back).
+        """
+        if refusal.dim not in _WAIT_DIMS or refusal.message or self.time_left() <= 0:
+            return None
+        holder = _holder()
         with self.lock:
             root = self.root
-            others = sum(root.in_flight.values()) - root.in_flight.get(threading.get_ident(), 0)
-            if others <= 0 or root.in_flight.get(threading.get_ident(), 0) > 0:
-                return False
+            mine = root.in_flight.get(holder, 0)
+            if mine > 0 or sum(root.in_flight.values()) <= 0:
+                return None
             dim, amount = refusal.dim, amounts.get(refusal.dim, 0.0)
             if any(acc.limits.get(dim, math.inf) < acc.used[dim] + amount - 1e-12 for acc in self.accounts):
-                return False  # it does not fit even with nothing in flight
+                return None  # it does not fit even with nothing in flight
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return self.time_left() > 0
-        return False  # waiting would block the event loop that runs the calls in flight
+            return "thread"
+        return "task" if _MAY_AWAIT_ROOM.get() else None  # blocking would stall the loop that runs the calls
+
+    async def wait_settled(self, seen: int) -> bool:
+        """Wait (in an asyncio task) until a call of the tree settles after `seen` settlements; False on timeout."""
+        root = self.root
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        waiter = (loop, fut)
+        with root.settled:
+            if root.settled_count != seen:
+                return True
+            root.room_waiters.append(waiter)
+        try:
+            await asyncio.wait_for(fut, timeout=self._wait_limit())
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            with root.settled:
+                if waiter in root.room_waiters:
+                    root.room_waiters.remove(waiter)
 
     def _wait_limit(self) -> float:
         return max(0.0, min(_MAX_ADMISSION_WAIT, self.time_left()))
@@ -538,6 +605,12 @@ class RunNode:
                 adm.thread = None
             root.settled_count += 1
             root.settled.notify_all()
+            waiters, root.room_waiters = root.room_waiters, []
+        for loop, fut in waiters:
+            try:
+                loop.call_soon_threadsafe(_wake, fut)
+            except RuntimeError:  # its loop is closed
+                pass
 
     def release(self, adm: Admission) -> None:
         """Give back a reservation whose call was never sent."""

@@ -165,12 +165,13 @@ def test_sequential_calls_keep_reserving_at_the_estimate(otel, llm, oai):
     assert run.outcome.stop_reason is ob.StopReason.TOKENS
 
 
-def test_a_thread_storm_that_fits_is_sent_whole(otel, llm, oai):
+@pytest.mark.parametrize("storm", [thread_storm, asyncio_storm], ids=["threads", "asyncio"])
+def test_a_storm_that_fits_is_sent_whole(otel, llm, oai, aoai, storm):
     """Worst cases that do not all fit at once are not refused: a call waits for calls in flight to settle."""
     meter = Meter(llm)
     price = config.get().prices.lookup("openai", MODEL)
     cap = 0.25  # the 50 calls cost about $0.12; their worst cases (one token per byte) about $0.27
-    run, refused = thread_storm(oai, ob.Budget(max_usd=cap, strict=True))
+    run, refused = storm(oai if storm is thread_storm else aoai, ob.Budget(max_usd=cap, strict=True))
     assert refused == [] and len(llm.requests) == STORM
     assert STORM * price.cost(len(json.dumps(llm.requests[0].body)), OUTPUT) > cap  # the worst cases did not fit
     assert meter.spent <= cap

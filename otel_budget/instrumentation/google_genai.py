@@ -18,6 +18,7 @@ from .. import calls
 from .. import semconv as sc
 from ..calls import Guard, ModelCall, TokenUsage
 from ._patch import Patches
+from ._request import admit_async
 from ._stream import AsyncStream, SyncStream
 
 log = logging.getLogger(__name__)
@@ -192,7 +193,7 @@ def _request(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[st
 
 
 async def _async_request(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    started = _start(instance, args, kwargs, False, True)
+    started = await admit_async(lambda: _start(instance, args, kwargs, False, True))
     if started is None:
         return await wrapped(*args, **kwargs)
     guard, a, k = started
@@ -210,7 +211,7 @@ def _request_streamed(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs
 
 
 async def _async_request_streamed(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    started = _start(instance, args, kwargs, True, True)
+    started = await admit_async(lambda: _start(instance, args, kwargs, True, True))
     if started is None:
         return await wrapped(*args, **kwargs)
     guard, a, k = started

@@ -25,6 +25,7 @@ from .. import calls, config
 from .. import semconv as sc
 from ..calls import Guard, ModelCall, TokenUsage
 from ._patch import Patches
+from ._request import admit_async
 from ._stream import AsyncStream, SyncStream
 from .openai import ChatStream, _get, chat_usage, read_chat
 
@@ -188,7 +189,7 @@ async def _async_run(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs:
     if flag.get() or not _is_chat(instance) or len(args) < 2:
         return await wrapped(*args, **kwargs)
     call_args, call_kwargs = args[0], args[1]
-    started = _start(call_args, call_kwargs, True)
+    started = await admit_async(lambda: _start(call_args, call_kwargs, True))
     if started is None:
         return await wrapped(*args, **kwargs)
     guard, prepared = started
