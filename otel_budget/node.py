@@ -203,7 +203,7 @@ class Admission:
         self.input_estimate = 0
         self.estimated = False  # input reserved at the estimate (the tree's one such call in flight), not the bound
         self.prompt_shape: tuple[str, tuple[str, ...], tuple[int, ...]] | None = None  # see _prompt_shape
-        self.thread: int | None = None  # the thread that holds the call in flight (None once settled)
+        self.thread: int | None = None  # the task or thread that holds the call in flight (None once settled)
 
 
 class RunNode:
@@ -241,7 +241,7 @@ class RunNode:
         self.turns = 0  # model calls in this run tree, counted at the root
         self.chars_per_token = 4.0
         self.estimate_in_flight = False  # (root) a call reserved at the input estimate is in flight
-        self.in_flight: Counter[int] = Counter()  # (root) admitted model calls not yet settled, by thread
+        self.in_flight: Counter[int] = Counter()  # (root) admitted model calls not yet settled, by task or thread
         self.settled_count = 0  # (root) settlements so far; a refused call waits for it to change
         self.settled: threading.Condition = parent.root.settled if parent is not None else threading.Condition(self.lock)
         self.room_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []  # (root) asyncio waiters
