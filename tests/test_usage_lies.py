@@ -118,3 +118,16 @@ def test_the_enforcer_shares_the_output_room_among_n_choices(otel, llm, oai):
     with ob.run("n", budget=ob.Budget(max_output_tokens=900)):
         oai.chat.completions.create(model="gpt-4o", messages=MSG, n=3)  # no output limit from the caller
     assert llm.requests[0].body["max_completion_tokens"] == 300
+
+
+def test_gemini_candidate_count_reserves_that_many_output_limits(otel, llm):
+    genai = pytest.importorskip("google.genai")
+    from google.genai import types
+
+    client = genai.Client(api_key="x", http_options=types.HttpOptions(base_url=llm.base_url))
+    llm.default = Turn(text="ok", output_tokens=10)
+    config = types.GenerateContentConfig(candidate_count=5, max_output_tokens=200)
+    with ob.run("gemini-n", budget=ob.Budget(max_output_tokens=900)) as run:
+        client.models.generate_content(model="gemini-2.5-flash", contents="hi", config=config)
+    assert llm.requests == []  # 5 candidates x 200 tokens cannot fit 900
+    assert run.outcome.stop_reason is ob.StopReason.TOKENS
