@@ -107,6 +107,7 @@ def begin_tool(name: str, arguments: Any, call_id: str | None = None, cost_usd: 
 
     Pass the result to `end_tool` exactly once. A tool call the model requested is counted once, not again here.
     """
+    cost_usd = check_cost(cost_usd, f"the cost_usd of tool {name}")
     node = current_run()
     settings = config.get()
     reserved = node.admit_tool(name, arguments, cost_usd) if node is not None else {}

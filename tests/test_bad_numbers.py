@@ -57,6 +57,12 @@ def test_a_framework_tool_cost_that_is_nan_is_refused_inside_a_run(otel):
     assert math.isfinite(run.outcome.usage.cost_usd)
 
 
+def test_an_infinite_or_nan_price_is_refused():
+    for bad in (NAN, INF):
+        with pytest.raises(pydantic.ValidationError, match="finite number"):
+            ob.Price(input_per_mtok=bad, output_per_mtok=1.0)
+
+
 @pytest.mark.parametrize("field", ["max_steps", "max_tool_calls", "max_seconds", "max_input_tokens", "max_usd",
                                    "max_repeats", "max_depth", "near"])
 def test_a_bool_is_not_a_limit(field):
