@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import math
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
@@ -11,6 +12,7 @@ from pydantic import (
     Field,
     PositiveFloat,
     PositiveInt,
+    ValidationInfo,
     computed_field,
     field_validator,
     model_validator,
@@ -52,6 +54,29 @@ LIMITS: dict[str, tuple[str, StopReason, str]] = {
 }
 
 
+def _limit_value(value: Any, field: str) -> Any:
+    """A limit as given, with infinity read as unlimited (None); a bool is refused, as it is no limit."""
+    if isinstance(value, bool):
+        raise ValueError(f"{field}={value!r}: a bool is not a limit; give a positive number, or None for unlimited")
+    if isinstance(value, float) and math.isinf(value) and value > 0:
+        return None
+    return value
+
+
+def check_cost(value: Any, what: str) -> float:
+    """A cost in US dollars as a float, or ValueError naming the value: NaN, infinite, negative and bool
+    costs would switch a money cap off or make no sense."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{what}={value!r} is not a number of US dollars; give a finite amount >= 0, e.g. 0.002")
+    cost = float(value)
+    if not math.isfinite(cost) or cost < 0:
+        raise ValueError(
+            f"{what}={value!r} is not a cost: give a finite amount of US dollars >= 0 (e.g. 0.002); "
+            "a NaN, infinite or negative cost would switch the money cap off"
+        )
+    return cost
+
+
 class Scope(BaseModel):
     """A named budget shared by many runs (a fleet), held in the ledger store given to `instrument(ledger=...)`.
 
@@ -70,7 +95,16 @@ class Scope(BaseModel):
     max_total_tokens: PositiveInt | None = None
     max_usd: PositiveFloat | None = None
     window_seconds: PositiveFloat | None = None
-    """Counters start anew every `window_seconds` (aligned to the epoch), e.g. 86400 for "per day"."""
+    """Counters start anew every `window_seconds` (aligned to the epoch), e.g. 86400 for "per day"; infinity
+    means never (as None)."""
+
+    @field_validator(
+        "max_steps", "max_tool_calls", "max_input_tokens", "max_output_tokens", "max_total_tokens", "max_usd",
+        "window_seconds", mode="before",
+    )
+    @classmethod
+    def _limit(cls, value: Any, info: ValidationInfo) -> Any:
+        return _limit_value(value, str(info.field_name))
 
     def limits(self) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -82,7 +116,7 @@ class Scope(BaseModel):
 
 
 class Budget(BaseModel):
-    """The limits of one run tree. Every limit is optional; `None` means unlimited.
+    """The limits of one run tree. Every limit is optional; `None` (or infinity) means unlimited; a bool is refused.
 
     All limits are checked BEFORE each model call or tool call; a call that does not fit is not sent.
     """
@@ -115,9 +149,21 @@ class Budget(BaseModel):
     """Set the request's output limit to what the budget leaves when the caller set none."""
     scope: Scope | None = None
     """A shared (fleet) budget this run also draws from; see `Scope`."""
+    strict: bool = False
+    """Reserve one input token per UTF-8 byte of the request, so money and token caps are never exceeded at all."""
     approve: ApprovalPolicy | None = None
     """Tool calls that need a person's yes before they run: tool names (`approve=["git_push"]`) or an
     `ApprovalPolicy`. The run pauses with `awaiting_approval` before such a call; `otel_budget.resume` goes on."""
+
+    @field_validator(
+        "max_steps", "max_tool_calls", "max_seconds", "max_input_tokens", "max_output_tokens", "max_total_tokens",
+        "max_usd", "max_repeats", "max_depth", "near", mode="before",
+    )
+    @classmethod
+    def _limit(cls, value: Any, info: ValidationInfo) -> Any:
+        if info.field_name == "near" and not isinstance(value, bool):
+            return value
+        return _limit_value(value, str(info.field_name))
 
     @field_validator("approve", mode="before")
     @classmethod
@@ -154,11 +200,11 @@ class Price(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    input_per_mtok: float = Field(ge=0)
-    output_per_mtok: float = Field(ge=0)
-    cache_read_per_mtok: float | None = Field(default=None, ge=0)
+    input_per_mtok: float = Field(ge=0, allow_inf_nan=False)
+    output_per_mtok: float = Field(ge=0, allow_inf_nan=False)
+    cache_read_per_mtok: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     """Defaults to the input price."""
-    cache_write_per_mtok: float | None = Field(default=None, ge=0)
+    cache_write_per_mtok: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     """Defaults to the input price."""
 
     def cost(self, input_tokens: int, output_tokens: int, cache_read: int = 0, cache_write: int = 0) -> float:

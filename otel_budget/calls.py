@@ -8,6 +8,7 @@ passed through untouched, so no call is ever counted twice.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -26,18 +27,45 @@ TRUNCATED = frozenset({"length", "incomplete", "max_tokens", "max_output_tokens"
 
 
 class TokenUsage:
-    """Usage normalized to the conventions: input includes cached tokens, output includes reasoning."""
+    """Usage normalized to the conventions: input includes cached tokens, output includes reasoning.
 
-    __slots__ = ("input_tokens", "output_tokens", "cache_read", "cache_write", "reasoning")
+    Counts a server sends are not trusted blindly: a negative count is read as 0, and a missing (None),
+    NaN, infinite or non-numeric input or output count as not reported (`missing`), so the call is settled
+    to the best estimate instead. `problems` says what was wrong, for one warning per call.
+    """
+
+    __slots__ = ("input_tokens", "output_tokens", "cache_read", "cache_write", "reasoning", "missing", "problems")
 
     def __init__(
-        self, input_tokens: int, output_tokens: int, cache_read: int = 0, cache_write: int = 0, reasoning: int = 0
+        self, input_tokens: Any, output_tokens: Any, cache_read: Any = 0, cache_write: Any = 0, reasoning: Any = 0
     ) -> None:
-        self.input_tokens = int(input_tokens or 0)
-        self.output_tokens = int(output_tokens or 0)
-        self.cache_read = int(cache_read or 0)
-        self.cache_write = int(cache_write or 0)
-        self.reasoning = int(reasoning or 0)
+        self.missing: set[str] = set()
+        self.problems: list[str] = []
+        self.input_tokens = self._count("input_tokens", input_tokens, required=True)
+        self.output_tokens = self._count("output_tokens", output_tokens, required=True)
+        self.cache_read = self._count("cache_read", cache_read)
+        self.cache_write = self._count("cache_write", cache_write)
+        self.reasoning = self._count("reasoning", reasoning)
+
+    def _count(self, name: str, value: Any, required: bool = False) -> int:
+        if value is None:
+            if required:
+                self.missing.add(name)
+            return 0
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            self.problems.append(f"{name}={value!r}")
+            if required:
+                self.missing.add(name)
+            return 0
+        if value < 0:
+            self.problems.append(f"{name}={value!r}")
+            return 0
+        return int(value)
+
+    def set_output(self, value: Any) -> None:
+        """Replace the output count (a stream's final count), read as the constructor reads it."""
+        self.missing.discard("output_tokens")
+        self.output_tokens = self._count("output_tokens", value, required=True)
 
     def __repr__(self) -> str:
         return f"TokenUsage(in={self.input_tokens}, out={self.output_tokens}, cr={self.cache_read}, cw={self.cache_write})"
@@ -49,15 +77,21 @@ class ModelCall:
     __slots__ = (
         "provider", "operation", "model", "max_output_tokens", "stream", "usage", "response_model", "response_id",
         "finish_reasons", "tool_calls", "error", "cost_usd", "cost_input_usd", "cost_source", "turn", "capture",
-        "reported_cost", "output_chars", "output_text", "injected_usage",
+        "reported_cost", "output_chars", "output_text", "injected_usage", "choices", "prompt",
     )
 
-    def __init__(self, provider: str, operation: str, model: str, max_output_tokens: int | None, stream: bool) -> None:
+    def __init__(self, provider: str, operation: str, model: str, max_output_tokens: int | None, stream: bool,
+                 choices: Any = 1) -> None:
         self.provider = provider
         self.operation = operation
         self.model = model or "unknown"
-        self.max_output_tokens = max_output_tokens
+        self.max_output_tokens = max_output_tokens if _is_count(max_output_tokens) else None
         self.stream = stream
+        # How many answers the request asks for (OpenAI `n`, Gemini `candidateCount`): each may write up to the
+        # output limit.
+        self.choices = choices if _is_count(choices) and choices >= 1 else 1
+        # The request body and the key of its message list, for a tighter input bound (see RunNode.admit).
+        self.prompt: tuple[dict[str, Any], str] | None = None
         self.usage: TokenUsage | None = None
         self.response_model: str | None = None
         self.response_id: str | None = None
@@ -164,19 +198,47 @@ class Guard:
         memo = getattr(self.input_chars, "memo", None)
         return memo[0] if memo else 0
 
+    def _estimated(self, usage: TokenUsage | None) -> TokenUsage | None:
+        """Usage with what was not reported estimated: input from the admission, output from the text seen."""
+        est_in = self.admission.input_estimate if self.admission is not None else 0
+        if not est_in:
+            est_in = self.input_chars() // 4
+        est_out = (self.call.output_chars + 3) // 4
+        if usage is None:
+            return TokenUsage(est_in, est_out) if est_in or est_out else None
+        if "input_tokens" in usage.missing:
+            usage.input_tokens = max(est_in, usage.cache_read + usage.cache_write)
+        if "output_tokens" in usage.missing:
+            usage.output_tokens = max(est_out, usage.reasoning)
+        usage.missing.clear()
+        return usage
+
     def _settle(self) -> None:
         call, node = self.call, self.node
         settings = config.get()
         try:
             usage = call.usage
-            if usage is None and (call.error is None or call.output_chars or call.stream):
+            if usage is not None:  # no input at all, or no output for an answer with text, is not believed
+                if usage.input_tokens == 0:
+                    usage.missing.add("input_tokens")
+                if usage.output_tokens == 0 and call.output_chars:
+                    usage.missing.add("output_tokens")
+            reported_input = usage is not None and "input_tokens" not in usage.missing
+            if usage is not None and usage.problems:
+                log.warning("otel-budget: the usage reported for a call to %s makes no sense (%s); counted as 0 "
+                            "when negative, else estimated", call.model, ", ".join(usage.problems))
+            if usage is not None and usage.missing:
+                usage = call.usage = self._estimated(usage)
+            elif usage is None and (call.error is None or call.output_chars or call.stream):
                 # No usage reported (abandoned stream, raw response): the best estimate, never zero.
-                est_in = self.admission.input_estimate if self.admission is not None else 0
-                if not est_in:
-                    est_in = self.input_chars() // 4
-                if est_in or call.output_chars:
-                    usage = TokenUsage(est_in, (call.output_chars + 3) // 4)
-                    call.usage = usage
+                usage = self._estimated(None)
+                call.usage = usage
+            cost = call.reported_cost
+            if cost is not None and (isinstance(cost, bool) or not isinstance(cost, (int, float))
+                                     or not math.isfinite(cost) or cost < 0):
+                log.warning("otel-budget: a call to %s reported a cost of %r; priced from its usage instead",
+                            call.model, call.reported_cost)
+                call.reported_cost = None
             if call.reported_cost is not None:
                 call.cost_usd, call.cost_source = call.reported_cost, "reported"
             elif usage is not None:
@@ -201,7 +263,8 @@ class Guard:
                     cache_write=u.cache_write,
                     reasoning=u.reasoning,
                     cost=call.cost_usd,
-                    input_chars=chars if (chars := self._known_chars()) and call.error is None else None,
+                    input_chars=chars if (chars := self._known_chars()) and call.error is None and reported_input
+                    else None,
                 )
                 if self.admission.set_max_tokens and _truncated(call.finish_reasons):
                     node.note_truncation(self.admission)
@@ -220,6 +283,10 @@ class Guard:
             settings.telemetry.end_call(
                 call, self.span, time.perf_counter() - self.started, node.root.name if node is not None else None
             )
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _truncated(finish_reasons: list[str]) -> bool:
@@ -246,7 +313,7 @@ def begin(call: ModelCall, input_chars: Callable[[], int], summarize: Callable[[
             return memo[0]
 
         counted.memo = memo  # type: ignore[attr-defined]
-        admission = node.admit(call.provider, call.model, call.max_output_tokens, counted)
+        admission = node.admit(call.provider, call.model, call.max_output_tokens, counted, call.choices, call.prompt)
         if admission.set_max_tokens:
             call.max_output_tokens = admission.max_output_tokens
         chars = counted

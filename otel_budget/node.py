@@ -6,6 +6,8 @@ pool tasks started in a run (`instrumentation/threads.py` copies the context whe
 """
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import itertools
 import json
 import logging
@@ -20,7 +22,16 @@ from typing import TYPE_CHECKING, Any
 from . import config
 from . import ledger as lg
 from . import semconv as sc
-from .budget import LIMITS, Budget, BudgetExceeded, RunOutcome, StopReason, UnknownPriceError, Usage
+from .budget import (
+    LIMITS,
+    Budget,
+    BudgetExceeded,
+    RunOutcome,
+    StopReason,
+    UnknownPriceError,
+    Usage,
+    check_cost,
+)
 
 if TYPE_CHECKING:
     from .approval import ApprovalState
@@ -47,6 +58,10 @@ _EXHAUSTED_AT = {"steps": 0.5, "tool_calls": -0.5}
 #: Dimensions counted per call that need no input estimate.
 _COUNT_DIMS = frozenset({"steps", "tool_calls"})
 _WRAP_UP_MAX_TOKENS = 300
+#: Dimensions a call in flight may give back when it settles: a refusal on them can wait for that.
+_WAIT_DIMS = frozenset({"input_tokens", "output_tokens", "total_tokens", "usd"})
+#: The longest a refused call waits for one call in flight to settle before it is refused after all.
+_MAX_ADMISSION_WAIT = 60.0
 
 
 def current_run() -> RunNode | None:
@@ -55,16 +70,119 @@ def current_run() -> RunNode | None:
 
 
 def canonical_arguments(arguments: Any) -> str:
-    """Tool arguments as one canonical string (JSON with sorted keys), for repetition checks."""
+    """Tool arguments as one canonical string (JSON with sorted keys), for repetition checks.
+
+    It never raises: arguments JSON cannot encode (too deep, circular, odd types) get a bounded digest instead.
+    """
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested too deep to parse: the text itself
             return arguments.strip()
     try:
         return json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
-    except (TypeError, ValueError):
-        return repr(arguments)
+    except Exception:  # noqa: BLE001 - too deep, circular, or a value whose str() fails
+        return _digest(arguments)
+
+
+#: How many values `_digest` walks before it stops reading an argument structure.
+_DIGEST_NODES = 100_000
+
+
+def _digest(value: Any) -> str:
+    """A deterministic digest of a nested value, walked without recursion and bounded in size and time."""
+    digest = hashlib.sha256()
+    stack: list[Any] = [value]
+    seen = 0
+    while stack and seen < _DIGEST_NODES:
+        item = stack.pop()
+        seen += 1
+        if isinstance(item, dict):
+            try:
+                pairs = sorted(item.items(), key=lambda kv: _scalar_text(kv[0]))
+            except Exception:  # noqa: BLE001 - keys that cannot even be compared as text
+                pairs = list(item.items())
+            digest.update(b"{%d" % len(pairs))
+            for key, _ in pairs:
+                digest.update(_scalar_text(key).encode("utf-8", "replace") + b"\x00")
+            stack.extend(sub for _, sub in reversed(pairs))
+        elif isinstance(item, (list, tuple)):
+            digest.update(b"[%d" % len(item))
+            stack.extend(reversed(item))
+        else:
+            digest.update(_scalar_text(item).encode("utf-8", "replace") + b"\x00")
+    if stack:
+        digest.update(b"...%d" % len(stack))
+    return "sha256:" + digest.hexdigest()
+
+
+def _scalar_text(item: Any) -> str:
+    try:
+        if isinstance(item, (str, int, float, bool)) or item is None:
+            return f"{type(item).__name__}:{item}"
+        return type(item).__name__ + ":" + str(item)[:1000]
+    except Exception:  # noqa: BLE001 - a value whose str() fails (huge int, recursion) is known by its type only
+        return type(item).__name__ + ":?"
+
+
+#: Request fields that do not change the input tokens: two requests that differ only in them share a prefix.
+_OUTPUT_FIELDS = frozenset({
+    "max_tokens", "max_completion_tokens", "max_output_tokens", "temperature", "top_p", "top_k", "stream",
+    "stream_options", "n", "seed", "stop", "stop_sequences", "metadata", "user", "store", "timeout",
+})
+
+
+def _prompt_shape(body: dict[str, Any], key: str) -> tuple[str, tuple[str, ...], tuple[int, ...]] | None:
+    """(digest of the body without its messages and output fields, digest of each message, characters of each
+    message's JSON), or None when the body cannot be read so."""
+    messages = body.get(key)
+    if not isinstance(messages, list):
+        return None
+    try:
+        rest = {k: v for k, v in body.items() if k != key and k not in _OUTPUT_FIELDS}
+        head = hashlib.sha1(json.dumps(rest, sort_keys=True, default=str).encode(), usedforsecurity=False).hexdigest()
+        texts = [json.dumps(m, sort_keys=True, default=str) for m in messages]
+    except Exception:  # noqa: BLE001 - odd content: no prefix bound, the whole body's bound applies
+        return None
+    digests = tuple(hashlib.sha1(t.encode(), usedforsecurity=False).hexdigest() for t in texts)
+    return head, digests, tuple(len(t) for t in texts)
+
+
+#: Set by async adapters while they admit a call: a refusal that only waits for calls in flight raises
+#: RoomPending for them to await, instead of refusing.
+_MAY_AWAIT_ROOM: ContextVar[bool] = ContextVar("otel_budget_may_await_room", default=False)
+
+
+class RoomPending(Exception):  # noqa: N818 - not an error: a signal to the async adapter
+    """A call did not fit only because of what calls in flight hold: await `wait()`, then admit it again."""
+
+    def __init__(self, node: RunNode, seen: int) -> None:
+        super().__init__("waiting for calls in flight to settle")
+        self.node = node
+        self.seen = seen
+
+    async def wait(self) -> bool:
+        """True once a call settled (admit again); False when none did in time (admit again, without waiting)."""
+        return await self.node.wait_settled(self.seen)
+
+
+def may_await_room() -> ContextVar[bool]:
+    """The flag an async adapter sets around admission when it can await RoomPending."""
+    return _MAY_AWAIT_ROOM
+
+
+def _holder() -> int:
+    """Who holds a call in flight: the asyncio task, else the thread."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        task = None
+    return id(task) if task is not None else threading.get_ident()
+
+
+def _wake(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 class Admission:
@@ -72,7 +190,7 @@ class Admission:
 
     __slots__ = (
         "node", "amounts", "max_output_tokens", "set_max_tokens", "timeout", "turn", "input_estimate", "shared",
-        "bound_by",
+        "bound_by", "estimated", "prompt_shape", "thread",
     )
 
     def __init__(self, node: RunNode, amounts: dict[str, float]) -> None:
@@ -85,6 +203,9 @@ class Admission:
         self.timeout: float | None = None
         self.turn = 0
         self.input_estimate = 0
+        self.estimated = False  # input reserved at the estimate (the tree's one such call in flight), not the bound
+        self.prompt_shape: tuple[str, tuple[str, ...], tuple[int, ...]] | None = None  # see _prompt_shape
+        self.thread: int | None = None  # the task or thread that holds the call in flight (None once settled)
 
 
 class RunNode:
@@ -122,6 +243,13 @@ class RunNode:
         self.near_crossed = False
         self.turns = 0  # model calls in this run tree, counted at the root
         self.chars_per_token = 4.0
+        self.estimate_in_flight = False  # (root) a call reserved at the input estimate is in flight
+        self.in_flight: Counter[int] = Counter()  # (root) admitted model calls not yet settled, by task or thread
+        self.settled_count = 0  # (root) settlements so far; a refused call waits for it to change
+        self.settled: threading.Condition = parent.root.settled if parent is not None else threading.Condition(self.lock)
+        self.room_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []  # (root) asyncio waiters
+        # The last request whose input count was reported: (digest of all but its messages, message digests, tokens).
+        self.last_prompt: tuple[str, tuple[str, ...], int] | None = None
         self.summarize: Callable[[str, int], Any] | None = None
         self.holdback: dict[str, float] | None = None
         self.depth_refused = self._depth_exceeded()
@@ -298,8 +426,18 @@ class RunNode:
 
     # --- model calls ------------------------------------------------------------------------------------
 
-    def admit(self, provider: str, model: str, max_output: int | None, input_chars: Callable[[], int]) -> Admission:
-        """Check and reserve one model call, or raise BudgetExceeded / UnknownPriceError; nothing is sent."""
+    def admit(
+        self, provider: str, model: str, max_output: int | None, input_chars: Callable[[], int], choices: int = 1,
+        prompt: tuple[dict[str, Any], str] | None = None,
+    ) -> Admission:
+        """Check and reserve one model call, or raise BudgetExceeded / UnknownPriceError; nothing is sent.
+
+        `choices` answers (OpenAI `n`) each get up to `max_output` tokens. Input is reserved at the estimate
+        for one call of the tree at a time; a call made while that one is in flight (or every call, with
+        `Budget.strict`) reserves an upper bound: one token per character of the request body, or, when the
+        request's messages (`prompt`: the body and its message-list key) extend the previous request's, what
+        the server reported for that one plus one token per character of the new messages.
+        """
         what = f"the call to {model}"
         self._check_gates(what)
         limited = self._limited()
@@ -314,7 +452,8 @@ class RunNode:
             self._reserve(adm, what)
             return adm
         # A small margin covers what the SDK adds to the body and the provider's message framing tokens.
-        est_in = int(input_chars() / self.root.chars_per_token * 1.05) + 8
+        chars = input_chars()
+        est_in = int(chars / self.root.chars_per_token * 1.05) + 8
         adm.input_estimate = est_in
         pricing = None
         if "usd" in limited:
@@ -326,11 +465,20 @@ class RunNode:
                     f"otel_budget.instrument(prices={{'{model}': otel_budget.Price(input_per_mtok=..., "
                     f"output_per_mtok=...)}}), or remove max_usd."
                 )
+        adm.estimated = self._take_estimate_slot()
+        if not adm.estimated:
+            # The body's JSON (non-ASCII escaped) has at least one character per UTF-8 byte of its text, and a
+            # byte-level BPE token is at least one byte: an upper bound of the input tokens.
+            est_in = self._input_bound(adm, chars, prompt)
         out = max_output
         input_cost = per_token = 0.0
         if pricing is not None:
             input_cost = pricing.cost(est_in, 0)
-            per_token = (pricing.cost(est_in, 1_000_000) - input_cost) / 1_000_000
+            if not adm.estimated:  # an upper bound prices every input token at the dearest input rate
+                input_cost = max(input_cost, pricing.cost(est_in, 0, cache_read=est_in),
+                                 pricing.cost(est_in, 0, cache_write=est_in))
+            per_token = (pricing.cost(est_in, 1_000_000) - pricing.cost(est_in, 0)) / 1_000_000
+        n = max(1, choices)
         if out is None:
             rooms = {
                 "output_tokens": lg.headroom(self.accounts, "output_tokens"),
@@ -339,7 +487,7 @@ class RunNode:
             if per_token > 0:
                 rooms["usd"] = (lg.headroom(self.accounts, "usd") - input_cost) / per_token
             adm.bound_by = min(rooms, key=lambda d: rooms[d])
-            room = rooms[adm.bound_by]
+            room = rooms[adm.bound_by] / n  # each of the n answers may write up to the limit
             if room <= AUTO_MAX_TOKENS_CEILING and self._auto_max_tokens():
                 out = max(0, int(room))
                 adm.set_max_tokens = out >= 1
@@ -348,17 +496,56 @@ class RunNode:
                 out = min(_UNBOUNDED_OUTPUT_RESERVE, int(room)) if room != math.inf else _UNBOUNDED_OUTPUT_RESERVE
         adm.max_output_tokens = out
         amounts["input_tokens"] = est_in
-        amounts["output_tokens"] = out
-        amounts["total_tokens"] = est_in + out
+        amounts["output_tokens"] = out * n
+        amounts["total_tokens"] = est_in + out * n
         if pricing is not None:
-            amounts["usd"] = input_cost + out * per_token
-        self._reserve(adm, what)
+            amounts["usd"] = input_cost + out * n * per_token
+        try:
+            self._reserve(adm, what)
+        except BaseException:
+            self._free_estimate_slot(adm)
+            raise
         if max_output is None and adm.max_output_tokens is not None and adm.max_output_tokens < 1:
             self.release(adm)
             dim = "usd" if pricing is not None and lg.headroom(self.accounts, "usd") < math.inf else "total_tokens"
             reason, field = _DIM_REASON[dim]
             raise self.stop(reason, field, f"{what} was not sent: the budget leaves no room for any output ({field}).")
         return adm
+
+    def _input_bound(self, adm: Admission, chars: int, prompt: tuple[dict[str, Any], str] | None) -> int:
+        """An upper bound of the call's input tokens. Chat formats tokenize each message apart, so a request that
+        only appends messages to the previous one has at most its reported count plus the new messages' bytes.
+        """
+        bound = chars
+        if prompt is None:
+            return bound
+        shape = _prompt_shape(*prompt)
+        if shape is None:
+            return bound
+        adm.prompt_shape = shape
+        last = self.last_prompt
+        if last is not None and last[0] == shape[0] and shape[1][: len(last[1])] == last[1]:
+            bound = min(bound, last[2] + sum(shape[2][len(last[1]):]) + 8)
+        return bound
+
+    def _take_estimate_slot(self) -> bool:
+        """Whether this call may reserve its input at the estimate: one call of the tree at a time, never with
+        `strict`. So the calls in flight hold at most one estimate's error, and a cap is exceeded by at most that.
+        """
+        if any(n.budget.strict for n in self.chain):
+            return False
+        root = self.root
+        with self.lock:
+            if root.estimate_in_flight:
+                return False
+            root.estimate_in_flight = True
+            return True
+
+    def _free_estimate_slot(self, adm: Admission) -> None:
+        if adm.estimated:
+            adm.estimated = False
+            with self.lock:
+                self.root.estimate_in_flight = False
 
     def add_scopes(self, extra: tuple[Any, ...]) -> None:
         """Draw from more shared scopes from now on (the chain's own scopes come first, each name once)."""
@@ -384,7 +571,23 @@ class RunNode:
         return all(n.budget.auto_max_tokens for n in self.chain)
 
     def _reserve(self, adm: Admission, what: str) -> None:
+        root = self.root
+        settled = root.settled_count
         refusal = lg.reserve(self.accounts, adm.amounts, self.lock)
+        while refusal is not None:
+            # Only what other calls hold in flight may be in the way: wait for one of them to settle, re-check.
+            how = self._may_wait(refusal, adm.amounts)
+            if how is None:
+                break
+            if how == "task":
+                raise RoomPending(self, settled)  # the async wrapper awaits `wait_settled` and admits again
+            with root.settled:
+                seen = settled
+                root.settled.wait_for(lambda: root.settled_count != seen, timeout=self._wait_limit())  # noqa: B023
+                if root.settled_count == settled:
+                    break  # nothing settled in time: refuse
+                settled = root.settled_count
+            refusal = lg.reserve(self.accounts, adm.amounts, self.lock)
         if refusal is not None:
             raise self._refusal_error(refusal, what)
         if self.scopes:
@@ -392,13 +595,84 @@ class RunNode:
         if self.deadline is not math.inf:
             adm.timeout = max(0.001, self.time_left())
         with self.lock:
-            self.root.turns += 1
-            adm.turn = self.root.turns
+            root.turns += 1
+            adm.turn = root.turns
+            adm.thread = _holder()
+            root.in_flight[adm.thread] += 1
+
+    def _may_wait(self, refusal: lg.Refusal, amounts: dict[str, float]) -> str | None:
+        """How a refused model call may wait for calls in flight ("thread" blocks, "task" awaits), or None.
+
+        Only a caller that holds none of the tree's calls in flight waits (an asyncio task only when its
+        adapter can await), and only when the call would fit once what they hold was settled (tokens and
+        money: what a call in flight holds is its worst case, which its settlement may give back).
+        """
+        if refusal.dim not in _WAIT_DIMS or refusal.message or self.time_left() <= 0:
+            return None
+        holder = _holder()
+        with self.lock:
+            root = self.root
+            mine = root.in_flight.get(holder, 0)
+            if mine > 0 or sum(root.in_flight.values()) <= 0:
+                return None
+            dim, amount = refusal.dim, amounts.get(refusal.dim, 0.0)
+            if any(acc.limits.get(dim, math.inf) < acc.used[dim] + amount - 1e-12 for acc in self.accounts):
+                return None  # it does not fit even with nothing in flight
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return "thread"
+        return "task" if _MAY_AWAIT_ROOM.get() else None  # blocking would stall the loop that runs the calls
+
+    async def wait_settled(self, seen: int) -> bool:
+        """Wait (in an asyncio task) until a call of the tree settles after `seen` settlements; False on timeout."""
+        root = self.root
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        waiter = (loop, fut)
+        with root.settled:
+            if root.settled_count != seen:
+                return True
+            root.room_waiters.append(waiter)
+        try:
+            await asyncio.wait_for(fut, timeout=self._wait_limit())
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            with root.settled:
+                if waiter in root.room_waiters:
+                    root.room_waiters.remove(waiter)
+
+    def _wait_limit(self) -> float:
+        return max(0.0, min(_MAX_ADMISSION_WAIT, self.time_left()))
+
+    def _done(self, adm: Admission) -> None:
+        """The call of `adm` is no longer in flight: free what it held and wake calls waiting for room."""
+        self._free_estimate_slot(adm)
+        root = self.root
+        with root.settled:
+            if adm.thread is not None:
+                left = root.in_flight[adm.thread] - 1
+                if left > 0:
+                    root.in_flight[adm.thread] = left
+                else:
+                    root.in_flight.pop(adm.thread, None)
+                adm.thread = None
+            root.settled_count += 1
+            root.settled.notify_all()
+            waiters, root.room_waiters = root.room_waiters, []
+        for loop, fut in waiters:
+            try:
+                loop.call_soon_threadsafe(_wake, fut)
+            except RuntimeError:  # its loop is closed
+                pass
 
     def release(self, adm: Admission) -> None:
         """Give back a reservation whose call was never sent."""
         lg.settle(self.accounts, adm.amounts, {}, self.lock)
         self._settle_shared(adm.shared, {})
+        self._done(adm)
 
     # --- shared (fleet) scopes ----------------------------------------------------------------------------
 
@@ -455,10 +729,13 @@ class RunNode:
         if cost is not None:
             actual["usd"] = cost
         lg.settle(self.accounts, adm.amounts, actual, self.lock)
+        self._done(adm)
         if adm.shared:
             self._settle_shared(adm.shared, actual)
         if input_chars and input_tokens > 0:
             self.root.chars_per_token = min(8.0, max(1.0, input_chars / input_tokens))
+            if adm.prompt_shape is not None:  # a reported count: the base of the next request's bound
+                self.last_prompt = (adm.prompt_shape[0], adm.prompt_shape[1], input_tokens)
         with self.lock:
             for node in self.chain:
                 st = node.stats
@@ -516,6 +793,7 @@ class RunNode:
     def admit_tool(self, name: str, arguments: Any, cost_usd: float) -> dict[str, float]:
         """Check a tool execution before it runs; returns what it reserved."""
         what = f"the tool {name}"
+        cost_usd = check_cost(cost_usd, f"the cost_usd of tool {name}")
         self._check_gates(what)
         if self.approval is not None:
             self.approval.on_execute(self, name, arguments)
@@ -565,8 +843,7 @@ class RunNode:
 
     def charge(self, usd: float, name: str = "charge") -> None:
         """Charge a cost no instrumented client reports (a browser, a paid API); it counts against max_usd."""
-        if usd < 0:
-            raise ValueError("charge(usd=...) must not be negative")
+        usd = check_cost(usd, "charge(usd=...)")
         lg.settle(self.accounts, {}, {"usd": float(usd)}, self.lock)
         self._charge_shared({"usd": float(usd)})
         self.charges[name] = self.charges.get(name, 0.0) + usd

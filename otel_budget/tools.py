@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from . import config
+from .budget import check_cost
 from .run import current_run
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -32,8 +33,7 @@ def tool(func: Any = None, *, cost_usd: float = 0.0, name: str | None = None) ->
     """Decorate a tool function. Inside a run it counts as a tool call, is checked before it runs (tool-call
     cap, repetition, time, and `cost_usd` against max_usd) and charged after; outside a run it is only spanned.
     """
-    if cost_usd < 0:
-        raise ValueError("tool(cost_usd=...) must not be negative")
+    cost_usd = check_cost(cost_usd, "tool(cost_usd=...)")
 
     def decorate(fn: F) -> F:
         tool_name = name or fn.__name__
@@ -107,6 +107,7 @@ def begin_tool(name: str, arguments: Any, call_id: str | None = None, cost_usd: 
 
     Pass the result to `end_tool` exactly once. A tool call the model requested is counted once, not again here.
     """
+    cost_usd = check_cost(cost_usd, f"the cost_usd of tool {name}")
     node = current_run()
     settings = config.get()
     reserved = node.admit_tool(name, arguments, cost_usd) if node is not None else {}

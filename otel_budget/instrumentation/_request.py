@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 from .. import calls, config
+from ..node import RoomPending, may_await_room
 from ._patch import Patches
 from ._stream import Accumulator, AsyncStream, RawStreamResponse, SyncStream
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class Adapter(Protocol):
@@ -129,7 +132,7 @@ def async_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
     async def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if calls.in_call().get() or not config.get().instrumented:
             return await wrapped(*args, **kwargs)
-        started = _start(adapter, instance, args, kwargs)
+        started = await admit_async(lambda: _start(adapter, instance, args, kwargs))
         if started is None:
             return await wrapped(*args, **kwargs)
         guard, call, options, stream = started
@@ -139,6 +142,22 @@ def async_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
         return _after(adapter, guard, call, options, result, stream, True)
 
     return wrapper
+
+
+async def admit_async(start: Callable[[], T]) -> T:
+    """Run `start` (which admits a call) in an asyncio task: when the call does not fit only because of what
+    calls in flight hold, await one of them settling and admit again, instead of refusing (see RunNode.admit)."""
+    flag = may_await_room()
+    while True:
+        token = flag.set(True)
+        try:
+            return start()
+        except RoomPending as pending:
+            settled = await pending.wait()
+        finally:
+            flag.reset(token)
+        if not settled:
+            return start()  # nothing settled in time: admit once more without waiting (a refusal, likely)
 
 
 def wrap_request(patches: Patches, base: type, wrapper: Any) -> None:

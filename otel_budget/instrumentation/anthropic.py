@@ -14,7 +14,7 @@ from .. import semconv as sc
 from ..calls import Guard, ModelCall, TokenUsage
 from . import _request
 from ._patch import Patches
-from .openai import _get
+from .openai import _get, _length
 
 _MESSAGES = "/v1/messages"
 
@@ -26,9 +26,14 @@ def usage_of(usage: Any) -> TokenUsage | None:
     cache_read = _get(usage, "cache_read_input_tokens", 0) or 0
     cache_write = _get(usage, "cache_creation_input_tokens", 0) or 0
     details = _get(usage, "output_tokens_details")
+    fresh = _get(usage, "input_tokens")
+    try:
+        total_in = None if fresh is None else fresh + cache_read + cache_write
+    except TypeError:  # not numbers: not reported
+        total_in = None
     return TokenUsage(
-        (_get(usage, "input_tokens", 0) or 0) + cache_read + cache_write,
-        _get(usage, "output_tokens", 0) or 0,
+        total_in,
+        _get(usage, "output_tokens"),
         cache_read=cache_read,
         cache_write=cache_write,
         reasoning=_get(details, "thinking_tokens", 0) or 0,
@@ -89,7 +94,7 @@ class MessageStream:
             usage = usage_of(self.start_usage)
             if usage is not None:
                 if self.output_tokens is not None:
-                    usage.output_tokens = self.output_tokens
+                    usage.set_output(self.output_tokens)
                 elif call.output_chars:
                     usage.output_tokens = max(usage.output_tokens, (call.output_chars + 3) // 4)
                 call.usage = usage
@@ -104,10 +109,12 @@ class AnthropicAdapter:
             return None
         body = options.json_data if isinstance(options.json_data, dict) else {}
         limit = body.get("max_tokens")
-        return ModelCall(
+        call = ModelCall(
             self.provider, sc.OP_CHAT, str(body.get("model", "")), limit if isinstance(limit, int) else None,
             stream or body.get("stream") is True,
         )
+        call.prompt = (body, "messages")
+        return call
 
     def prepare(self, options: Any, call: ModelCall, guard: Guard | None) -> None:
         if getattr(options, "span_name", None) is not None:
@@ -133,9 +140,16 @@ class AnthropicAdapter:
         for block in _get(result, "content", None) or ():
             btype = _get(block, "type")
             if btype == "tool_use":
-                call.tool_calls.append((_get(block, "name", ""), _get(block, "input", {}), _get(block, "id")))
-            elif btype == "text" and call.output_text is not None:
-                call.output_text.append(_get(block, "text", "") or "")
+                arguments = _get(block, "input", {})
+                call.output_chars += _length(arguments)
+                call.tool_calls.append((_get(block, "name", ""), arguments, _get(block, "id")))
+            elif btype == "text":
+                text = _get(block, "text", "") or ""
+                call.output_chars += _length(text)  # the basis of the estimate when no usage is reported
+                if call.output_text is not None:
+                    call.output_text.append(text)
+            elif btype == "thinking":
+                call.output_chars += _length(_get(block, "thinking", ""))
 
     def accumulator(self, call: ModelCall, options: Any) -> Any:
         return MessageStream(call)

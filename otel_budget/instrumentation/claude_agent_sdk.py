@@ -197,7 +197,7 @@ class Session:
             guard = self.open_calls.get("main")
             usage = event.get("usage") or {}
             if guard is not None and guard.call.usage is not None and usage.get("output_tokens") is not None:
-                guard.call.usage.output_tokens = int(usage["output_tokens"])
+                guard.call.usage.set_output(usage["output_tokens"])
             reason = (event.get("delta") or {}).get("stop_reason")
             if guard is not None and reason:
                 guard.call.finish_reasons = [reason]

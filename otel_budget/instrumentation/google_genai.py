@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from typing import Any
 
 from .. import calls
 from .. import semconv as sc
 from ..calls import Guard, ModelCall, TokenUsage
 from ._patch import Patches
+from ._request import admit_async
 from ._stream import AsyncStream, SyncStream
 
 log = logging.getLogger(__name__)
@@ -28,13 +30,23 @@ def usage_of(meta: Any) -> TokenUsage | None:
     """`usageMetadata` (wire JSON) in the conventions' terms."""
     if not isinstance(meta, dict):
         return None
-    thoughts = int(meta.get("thoughtsTokenCount") or 0)
+    thoughts = meta.get("thoughtsTokenCount") or 0
     return TokenUsage(
-        int(meta.get("promptTokenCount") or 0) + int(meta.get("toolUsePromptTokenCount") or 0),
-        int(meta.get("candidatesTokenCount") or 0) + thoughts,
-        cache_read=int(meta.get("cachedContentTokenCount") or 0),
+        _add(meta.get("promptTokenCount"), meta.get("toolUsePromptTokenCount")),
+        _add(meta.get("candidatesTokenCount") or 0, thoughts),
+        cache_read=meta.get("cachedContentTokenCount") or 0,
         reasoning=thoughts,
     )
+
+
+def _add(count: Any, extra: Any) -> Any:
+    """count + extra as the wire gave them (TokenUsage judges the result); None when count is missing."""
+    if count is None:
+        return None
+    try:
+        return count + (extra or 0)
+    except TypeError:
+        return math.nan
 
 
 def _model(path: str) -> str | None:
@@ -115,7 +127,8 @@ def _start(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any], stream:
             return None
         config = body.get("generationConfig") or {}
         limit = config.get("maxOutputTokens")
-        call = ModelCall(sc.PROVIDER_GEMINI, sc.OP_CHAT, model, limit if isinstance(limit, int) else None, stream)
+        call = ModelCall(sc.PROVIDER_GEMINI, sc.OP_CHAT, model, limit if isinstance(limit, int) else None, stream,
+                         choices=config.get("candidateCount") or 1)
     except Exception:  # noqa: BLE001 - our bug: the original call goes through unchanged
         log.warning("otel-budget: could not read a google-genai request; sending it unmetered", exc_info=True)
         return None
@@ -180,7 +193,7 @@ def _request(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[st
 
 
 async def _async_request(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    started = _start(instance, args, kwargs, False, True)
+    started = await admit_async(lambda: _start(instance, args, kwargs, False, True))
     if started is None:
         return await wrapped(*args, **kwargs)
     guard, a, k = started
@@ -198,7 +211,7 @@ def _request_streamed(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs
 
 
 async def _async_request_streamed(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    started = _start(instance, args, kwargs, True, True)
+    started = await admit_async(lambda: _start(instance, args, kwargs, True, True))
     if started is None:
         return await wrapped(*args, **kwargs)
     guard, a, k = started

@@ -25,6 +25,7 @@ from .. import calls, config
 from .. import semconv as sc
 from ..calls import Guard, ModelCall, TokenUsage
 from ._patch import Patches
+from ._request import admit_async
 from ._stream import AsyncStream, SyncStream
 from .openai import ChatStream, _get, chat_usage, read_chat
 
@@ -62,10 +63,9 @@ def usage_of(usage: Any) -> TokenUsage | None:
     if base is None:
         return None
     details = _get(usage, "prompt_tokens_details")
-    base.cache_write = int(
-        _get(details, "cache_creation_tokens", 0) or _get(usage, "cache_creation_input_tokens", 0) or 0
-    )
-    return base
+    write = _get(details, "cache_creation_tokens", 0) or _get(usage, "cache_creation_input_tokens", 0) or 0
+    return TokenUsage(_get(usage, "prompt_tokens"), _get(usage, "completion_tokens"), base.cache_read, write,
+                      base.reasoning)
 
 
 def read(result: Any, call: ModelCall) -> None:
@@ -91,7 +91,7 @@ def _describe(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> ModelCall:
     provider, name = _split_model(model, kwargs)
     limit = kwargs.get("max_completion_tokens") or kwargs.get("max_tokens")
     return ModelCall(provider, sc.OP_CHAT, name, limit if isinstance(limit, int) else None,
-                     bool(kwargs.get("stream")))
+                     bool(kwargs.get("stream")), choices=kwargs.get("n") or 1)
 
 
 def _prepare(kwargs: Mapping[str, Any], call: ModelCall, guard: Guard) -> dict[str, Any]:
@@ -189,7 +189,7 @@ async def _async_run(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs:
     if flag.get() or not _is_chat(instance) or len(args) < 2:
         return await wrapped(*args, **kwargs)
     call_args, call_kwargs = args[0], args[1]
-    started = _start(call_args, call_kwargs, True)
+    started = await admit_async(lambda: _start(call_args, call_kwargs, True))
     if started is None:
         return await wrapped(*args, **kwargs)
     guard, prepared = started

@@ -5,6 +5,7 @@ Patched at `SyncAPIClient.request` / `AsyncAPIClient.request` of the openai SDK;
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -32,8 +33,8 @@ def chat_usage(usage: Any) -> TokenUsage | None:
     details = _get(usage, "prompt_tokens_details")
     out_details = _get(usage, "completion_tokens_details")
     return TokenUsage(
-        _get(usage, "prompt_tokens", 0),
-        _get(usage, "completion_tokens", 0),
+        _get(usage, "prompt_tokens"),
+        _get(usage, "completion_tokens"),
         cache_read=_get(details, "cached_tokens", 0) or 0,
         reasoning=_get(out_details, "reasoning_tokens", 0) or 0,
     )
@@ -45,8 +46,8 @@ def responses_usage(usage: Any) -> TokenUsage | None:
     details = _get(usage, "input_tokens_details")
     out_details = _get(usage, "output_tokens_details")
     return TokenUsage(
-        _get(usage, "input_tokens", 0),
-        _get(usage, "output_tokens", 0),
+        _get(usage, "input_tokens"),
+        _get(usage, "output_tokens"),
         cache_read=_get(details, "cached_tokens", 0) or 0,
         reasoning=_get(out_details, "reasoning_tokens", 0) or 0,
     )
@@ -60,12 +61,19 @@ def read_response(resp: Any, call: ModelCall) -> None:
     status = _get(resp, "status")
     if status:
         call.finish_reasons = [status]
+    chars = 0
     for item in _get(resp, "output", None) or ():
         if _get(item, "type") == "function_call":
-            call.tool_calls.append((_get(item, "name", ""), _get(item, "arguments", ""), _get(item, "call_id")))
-        elif call.output_text is not None and _get(item, "type") == "message":
+            arguments = _get(item, "arguments", "")
+            chars += _length(arguments)
+            call.tool_calls.append((_get(item, "name", ""), arguments, _get(item, "call_id")))
+        elif _get(item, "type") == "message":
             for part in _get(item, "content", None) or ():
-                call.output_text.append(_get(part, "text", "") or "")
+                text = _get(part, "text", "") or ""
+                chars += _length(text)
+                if call.output_text is not None:
+                    call.output_text.append(text)
+    call.output_chars = max(call.output_chars, chars)  # a stream's final response repeats what its deltas said
 
 
 def read_chat(result: Any, call: ModelCall, usage: Callable[[Any], TokenUsage | None] = chat_usage) -> None:
@@ -78,11 +86,27 @@ def read_chat(result: Any, call: ModelCall, usage: Callable[[Any], TokenUsage | 
         if reason:
             call.finish_reasons.append(reason)
         message = _get(choice, "message")
-        if call.output_text is not None and _get(message, "content"):
-            call.output_text.append(_get(message, "content"))
+        content = _get(message, "content")
+        call.output_chars += _length(content)  # the basis of the estimate when no usage is reported
+        if call.output_text is not None and content:
+            call.output_text.append(content)
         for tc in _get(message, "tool_calls", None) or ():
             fn = _get(tc, "function")
-            call.tool_calls.append((_get(fn, "name", "") or "", _get(fn, "arguments", ""), _get(tc, "id")))
+            arguments = _get(fn, "arguments", "")
+            call.output_chars += _length(arguments)
+            call.tool_calls.append((_get(fn, "name", "") or "", arguments, _get(tc, "id")))
+
+
+def _length(text: Any) -> int:
+    """Characters of a text, or of the JSON of anything else (tool arguments as objects)."""
+    if not text:
+        return 0
+    if isinstance(text, str):
+        return len(text)
+    try:
+        return len(json.dumps(text, default=str))
+    except Exception:  # noqa: BLE001
+        return 0
 
 
 class ChatStream:
@@ -173,7 +197,13 @@ class OpenAIAdapter:
             limit = body.get("max_completion_tokens") or body.get("max_tokens")
         else:
             limit = body.get("max_output_tokens")
-        return ModelCall(self.provider, sc.OP_CHAT, str(body.get("model", "")), limit, stream or bool(body.get("stream")))
+        call = ModelCall(self.provider, sc.OP_CHAT, str(body.get("model", "")), limit, stream or bool(body.get("stream")),
+                         choices=body.get("n") if url == _CHAT else 1)
+        if url == _CHAT:
+            call.prompt = (body, "messages")
+        elif not body.get("previous_response_id") and not body.get("conversation"):  # no server-side history
+            call.prompt = (body, "input")
+        return call
 
     def prepare(self, options: Any, call: ModelCall, guard: Guard | None) -> None:
         body = options.json_data

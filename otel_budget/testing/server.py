@@ -153,6 +153,14 @@ class ScriptedLLM:
             return self._ids
 
 
+def _usage_as_scripted(payload: dict[str, Any], turn: Turn) -> dict[str, Any]:
+    """The response body, without its usage when the turn says so."""
+    if not turn.report_usage:
+        payload.pop("usage", None)
+        payload.pop("usageMetadata", None)
+    return payload
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -266,7 +274,7 @@ class _Handler(BaseHTTPRequestHandler):
             if gemini_api.model_and_stream(self.path)[1]:
                 write_stream(self, gemini_api.stream(plan, rid, turn), turn)
             else:
-                self._send_json(200, gemini_api.response(plan, rid))
+                self._send_json(200, _usage_as_scripted(gemini_api.response(plan, rid), turn))
             return
         plan = make_plan(turn, api, body, raw_len, llm._next_id)
         stream = bool(body.get("stream"))
@@ -276,19 +284,19 @@ class _Handler(BaseHTTPRequestHandler):
             if stream:
                 write_stream(self, openai_api.chat_stream(plan, rid, turn, body), turn)
             else:
-                self._send_json(200, openai_api.chat_completion(plan, rid))
+                self._send_json(200, _usage_as_scripted(openai_api.chat_completion(plan, rid), turn))
         elif api == "openai.responses":
             rid = f"resp_{n}"
             if stream:
                 write_stream(self, openai_api.responses_stream(plan, rid, turn, body, llm._next_id), turn)
             else:
-                self._send_json(200, openai_api.response(plan, rid, body, llm._next_id))
+                self._send_json(200, _usage_as_scripted(openai_api.response(plan, rid, body, llm._next_id), turn))
         else:
             mid = f"msg_{n}"
             if stream:
                 write_stream(self, anthropic_api.message_stream(plan, mid, turn), turn)
             else:
-                self._send_json(200, anthropic_api.message(plan, mid))
+                self._send_json(200, _usage_as_scripted(anthropic_api.message(plan, mid), turn))
 
     def _read_body(self) -> bytes:
         length = int(self.headers.get("Content-Length") or 0)

@@ -49,6 +49,8 @@ class Turn:
     """Streaming: drop the connection abruptly after this many events."""
     malformed: bool = False
     """Streaming: send one event whose data is not JSON."""
+    report_usage: bool = True
+    """Non-streamed: ``False`` leaves the usage out of the response, as some compatible servers do."""
 
 
 @dataclass
