@@ -102,7 +102,7 @@ def test_n_choices_reserve_n_times_the_output_limit(otel, llm, oai):
         oai.chat.completions.create(model="gpt-4o", messages=MSG, max_tokens=200, n=5)
     assert llm.requests == []  # 5 answers x 200 tokens cannot fit 900
     assert run.outcome.stop_reason is ob.StopReason.TOKENS and run.outcome.limit == "max_output_tokens"
-    assert "1000" in run.outcome.detail
+    assert "1,000" in run.outcome.detail
 
 
 def test_n_choices_that_fit_are_sent(otel, llm, oai):
