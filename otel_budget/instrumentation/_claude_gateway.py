@@ -239,7 +239,7 @@ class Gateway:
         import h11
 
         headers = [("content-type", kind), ("content-length", str(len(data)))]
-        if status >= 400:
+        if status == 404:  # a session that ended: retrying cannot help
             headers.append(("x-should-retry", "false"))
         writer.write(conn.send(h11.Response(status_code=status, headers=headers)))
         writer.write(conn.send(h11.Data(data=data)))

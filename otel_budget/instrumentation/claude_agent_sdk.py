@@ -280,7 +280,7 @@ class Session:
 class ClaudeCall:
     """One admitted request of the CLI as the gateway carries it: the response is read before it is passed on."""
 
-    __slots__ = ("session", "guard", "body", "timeout", "stream")
+    __slots__ = ("session", "guard", "body", "timeout", "stream", "_ended")
 
     def __init__(self, session: Session, guard: Guard, body: bytes) -> None:
         self.session = session
@@ -288,6 +288,7 @@ class ClaudeCall:
         self.body = body
         self.timeout = guard.timeout
         self.stream = MessageStream(guard.call)
+        self._ended = False
 
     def event(self, event: dict[str, Any]) -> None:
         stream = self.stream
@@ -300,19 +301,27 @@ class ClaudeCall:
                 name, arguments, call_id = block
                 self.guard.node.record_tool_requests([(name, arguments or "{}", call_id)])
         elif kind == "message_stop":
-            self.finish()
+            self.finish()  # settled before the CLI sees the end, so its next request meets the settled ledger
 
     def response(self, body: dict[str, Any]) -> None:
         AnthropicAdapter().read(body, self.guard.call)
 
+    def _end(self) -> bool:
+        if self._ended:
+            return False
+        self._ended = True
+        if self.guard.call.stream:
+            self.stream.apply()  # usage; the tool requests were counted block by block
+        return True
+
     def finish(self) -> None:
-        call = self.guard.call
-        if call.stream:
-            self.stream.apply()  # its tool requests were counted block by block
-        self.guard.finish()
-        self.session.settled(call)
+        if self._end():
+            self.guard.finish()
+            self.session.settled(self.guard.call)
 
     def fail(self, error: BaseException) -> str | None:
+        if not self._end():
+            return None
         stop = self.guard.fail(error)
         node = self.guard.node
         if isinstance(stop, BudgetExceeded) and node is not None:
@@ -320,9 +329,9 @@ class ClaudeCall:
         return None
 
     def abandon(self) -> None:
-        self.stream.apply()
-        self.guard.abandon()
-        self.session.settled(self.guard.call)
+        if self._end():
+            self.guard.abandon()
+            self.session.settled(self.guard.call)
 
 
 def _deny(reason: str) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,22 @@ def test_healthy_query_is_a_done_run_with_one_chat_span_per_request(
     assert run_span.attributes["stop.reason"] == "done"
 
 
+def test_the_clis_own_cost_is_charged_once_when_our_prices_differ(
+    scripted_llm: ScriptedLLM, instrument_with: Any, tmp_path: Path
+) -> None:
+    instrument_with(prices={MODEL: otel_budget.Price(input_per_mtok=1.0, output_per_mtok=5.0)})  # the CLI: 3 / 15
+    scripted_llm.script(
+        Turn(tool_calls=[ToolCall(LOOKUP, {"q": "a"})], input_tokens=1000, output_tokens=100),
+        Turn(text="Found it.", input_tokens=1200, output_tokens=50),
+    )
+    messages = collect("find it", options(scripted_llm, tmp_path))
+    result = messages[-1]
+    done = outcome(result)
+    assert done is not None and done.stop_reason == "done"
+    assert result.total_cost_usd == pytest.approx((2200 * 3.0 + 150 * 15.0) / 1e6)
+    assert done.usage.cost_usd == pytest.approx(result.total_cost_usd)  # ours + the CLI's excess, once
+
+
 def test_stuck_query_is_stopped_by_repeat_before_the_next_call(
     scripted_llm: ScriptedLLM, otel: Any, tmp_path: Path
 ) -> None:
@@ -114,6 +131,23 @@ def test_stuck_query_is_stopped_by_repeat_before_the_next_call(
     assert result.is_error and result.result.startswith("Stopped at a limit: max_repeats")
     (run_span,) = _spans(otel, "invoke_agent")
     assert run_span.attributes["stop.reason"] == "repeat"
+
+
+def test_tool_cap_denies_the_tool_and_the_next_call_is_not_sent(
+    scripted_llm: ScriptedLLM, otel: Any, tmp_path: Path
+) -> None:
+    counter = iter(range(1000))
+    scripted_llm.responder = lambda request: Turn(
+        tool_calls=[ToolCall(LOOKUP, {"q": f"page {next(counter)}"})], input_tokens=100, output_tokens=10
+    )
+    opts = options(scripted_llm, tmp_path)
+    opts.otel_budget = otel_budget.Budget(max_tool_calls=2)  # type: ignore[attr-defined]
+    messages = collect("find it", opts)
+    done = outcome(messages[-1])
+    assert done is not None and done.stop_reason == "tool_calls" and done.limit == "max_tool_calls"
+    assert len(scripted_llm.requests) == 3 == done.usage.model_calls
+    assert executed == [{"q": "page 0"}, {"q": "page 1"}]  # the third requested tool was denied
+    assert messages[-1].is_error and messages[-1].result.startswith("Stopped at a limit: max_tool_calls")
 
 
 def test_runaway_query_is_stopped_by_cost_without_overshoot(
@@ -233,6 +267,23 @@ def test_a_refused_subagent_call_ends_the_subagent_with_the_wrap_up_and_the_pare
     # The parent got the subagent's wrap-up as the result of its Agent tool call.
     handed_back = json.dumps(scripted_llm.requests[-1].body["messages"][-1])
     assert "Stopped at a limit: max_repeats" in handed_back
+
+
+def test_max_seconds_bounds_a_call_in_flight(scripted_llm: ScriptedLLM, otel: Any, tmp_path: Path) -> None:
+    scripted_llm.script(
+        Turn(tool_calls=[ToolCall(LOOKUP, {"q": "a"})], input_tokens=100, output_tokens=10),
+        Turn(text="too late", input_tokens=100, output_tokens=5, delay=60.0),
+    )
+    opts = options(scripted_llm, tmp_path)
+    opts.otel_budget = otel_budget.Budget(max_seconds=10)  # type: ignore[attr-defined]
+    started = time.monotonic()
+    messages = collect("find it", opts)
+    elapsed = time.monotonic() - started
+    done = outcome(messages[-1])
+    assert done is not None and done.stop_reason == "time" and done.limit == "max_seconds"
+    assert elapsed < 10 + 15  # the deadline plus the CLI's start and shutdown, far below the 60 s answer
+    assert len(scripted_llm.requests) == 2  # the slow call was cut, no retry was sent
+    assert messages[-1].is_error and messages[-1].result.startswith("Stopped at a limit: max_seconds")
 
 
 def test_budgeted_options_carry_the_budget_as_a_typed_field(
