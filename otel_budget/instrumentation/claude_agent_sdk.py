@@ -33,6 +33,7 @@ import math
 import os
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -172,11 +173,15 @@ class Session:
         if agent is not None and agent.run is not None and agent.context is not None:
             agent.context.run(agent.run.__exit__, None, None, None)
 
+    def carried(self, response_id: Any) -> None:
+        """The gateway carries the response `response_id` (known before the CLI sees any of it)."""
+        if response_id:
+            with self.lock:
+                self.served.add(str(response_id))
+
     def settled(self, call: ModelCall) -> None:
         with self.lock:
             self.priced += call.cost_usd or 0.0
-            if call.response_id:
-                self.served.add(call.response_id)
 
     # --- the hooks ------------------------------------------------------------------------------------------
 
@@ -242,7 +247,7 @@ class Session:
             mid = getattr(message, "message_id", None)
             if mid and not str(mid).startswith(_REFUSAL_ID):
                 with self.lock:
-                    missed = mid not in self.served and mid not in self.unserved and self.requests > 0
+                    missed = mid not in self.served and mid not in self.unserved
                     if missed:
                         self.unserved.add(mid)
                 if missed:
@@ -294,7 +299,9 @@ class ClaudeCall:
         stream = self.stream
         stream.feed(event)
         kind = event.get("type")
-        if kind == "content_block_stop":
+        if kind == "message_start":
+            self.session.carried(self.guard.call.response_id)
+        elif kind == "content_block_stop":
             # The CLI runs a tool as soon as its block is complete: count the request before the CLI sees it.
             block = stream.blocks.pop(event.get("index", 0), None)
             if block is not None and self.guard.node is not None:
@@ -305,6 +312,7 @@ class ClaudeCall:
 
     def response(self, body: dict[str, Any]) -> None:
         AnthropicAdapter().read(body, self.guard.call)
+        self.session.carried(self.guard.call.response_id)
 
     def _end(self) -> bool:
         if self._ended:
@@ -362,7 +370,7 @@ def _configure(options: Any, node: RunNode) -> tuple[Any, Session]:
     hooks.setdefault("PreToolUse", []).insert(0, HookMatcher(hooks=[session.on_tool]))  # type: ignore[list-item]
     hooks.setdefault("SubagentStart", []).insert(0, HookMatcher(hooks=[session.on_subagent_start]))  # type: ignore[list-item]
     hooks.setdefault("SubagentStop", []).insert(0, HookMatcher(hooks=[session.on_subagent_stop]))  # type: ignore[list-item]
-    changes: dict[str, Any] = {"env": env, "hooks": hooks}
+    changes: dict[str, Any] = {"env": env, "hooks": hooks, "settings": _settings(options, env[_ENV_BASE_URL])}
     usd_left = _usd_left(node)
     if usd_left is not None:
         current = options.max_budget_usd
@@ -373,6 +381,27 @@ def _configure(options: Any, node: RunNode) -> tuple[Any, Session]:
     except Exception:
         session.close()
         raise
+
+
+def _settings(options: Any, base_url: str) -> str | None:
+    """The `--settings` value with the gateway as `env.ANTHROPIC_BASE_URL`: settings given on the command line win
+    over the user's and the project's settings files, whose `env` would otherwise route the CLI around the gate."""
+    given = options.settings
+    try:
+        loaded: Any = {}
+        if given is not None and given.strip():
+            text = given.strip()
+            if not (text.startswith("{") and text.endswith("}")):
+                text = (Path(options.cwd or "") / text).read_text(encoding="utf-8-sig")
+            loaded = json.loads(text)
+        if not isinstance(loaded, dict):
+            raise ValueError("the settings are not a JSON object")
+    except (OSError, ValueError) as exc:
+        log.warning("otel-budget: could not read the Claude Code settings (%s); the CLI's settings files may route "
+                    "its model requests around the budget's gateway", exc)
+        return given
+    env = loaded.get("env")
+    return json.dumps({**loaded, "env": {**(env if isinstance(env, dict) else {}), _ENV_BASE_URL: base_url}})
 
 
 def _usd_left(node: RunNode) -> float | None:

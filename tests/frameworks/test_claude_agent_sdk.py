@@ -55,8 +55,7 @@ def options(llm: ScriptedLLM, home: Path, **kwargs: Any) -> ClaudeAgentOptions:
     }
     return ClaudeAgentOptions(
         mcp_servers={"docs": create_sdk_mcp_server("docs", tools=[lookup])},
-        allowed_tools=[LOOKUP, "Agent", "Task"], model=MODEL, env=env, cwd=str(home), setting_sources=[],
-        **kwargs,
+        allowed_tools=[LOOKUP, "Agent", "Task"], model=MODEL, env=env, cwd=str(home), **{"setting_sources": [], **kwargs},
     )
 
 
@@ -284,6 +283,22 @@ def test_max_seconds_bounds_a_call_in_flight(scripted_llm: ScriptedLLM, otel: An
     assert elapsed < 10 + 15  # the deadline plus the CLI's start and shutdown, far below the 60 s answer
     assert len(scripted_llm.requests) == 2  # the slow call was cut, no retry was sent
     assert messages[-1].is_error and messages[-1].result.startswith("Stopped at a limit: max_seconds")
+
+
+def test_a_settings_file_cannot_route_the_cli_around_the_gate(
+    scripted_llm: ScriptedLLM, otel: Any, tmp_path: Path
+) -> None:
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text(json.dumps({"env": {"ANTHROPIC_BASE_URL": scripted_llm.anthropic_base_url}}))
+    scripted_llm.script(Turn(tool_calls=[ToolCall(LOOKUP, {"q": "a"})], input_tokens=100, output_tokens=10),
+                        Turn(text="done", input_tokens=100, output_tokens=10))
+    opts = options(scripted_llm, tmp_path, setting_sources=["user"])
+    opts.otel_budget = otel_budget.Budget(max_steps=1)  # type: ignore[attr-defined]
+    messages = collect("find it", opts)
+    done = outcome(messages[-1])
+    assert done is not None and done.stop_reason == "steps"
+    assert len(scripted_llm.requests) == 1 == done.usage.model_calls
 
 
 def test_budgeted_options_carry_the_budget_as_a_typed_field(
