@@ -31,6 +31,7 @@ import json
 import logging
 import math
 import os
+import secrets
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -102,14 +103,13 @@ class Session:
     """One CLI session inside one run: its agents, the calls the gateway carried, the CLI's reported cost."""
 
     def __init__(self, node: RunNode, model: str, upstream: str) -> None:
-        self.id = f"s{next(_ids)}"
+        self.id = f"s{next(_ids)}-{secrets.token_urlsafe(12)}"  # its gateway route: not guessable by other processes
         self.node = node
         self.model = model
         self.upstream = upstream
         self.main = Agent(node, otel_context.get_current())
         self.subagents: dict[str, Agent] = {}
         self.served: set[str] = set()
-        self.requests = 0
         self.unserved: set[str] = set()
         self.priced = 0.0
         self.extra_charged = 0.0
@@ -126,8 +126,6 @@ class Session:
         limit = request.get("max_tokens")
         call = ModelCall(sc.PROVIDER_ANTHROPIC, sc.OP_CHAT, str(request.get("model") or self.model),
                          limit if isinstance(limit, int) else None, request.get("stream") is True)
-        with self.lock:
-            self.requests += 1
         node = agent.node
         with agent.current():
             try:
