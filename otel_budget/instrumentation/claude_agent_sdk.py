@@ -1,56 +1,70 @@
 """Claude Agent SDK: `query()` and `ClaudeSDKClient` sessions become budgeted runs.
 
-The SDK drives the Claude Code CLI, which makes the model calls itself, so this adapter works at the SDK's
-seams instead of an HTTP client:
+The SDK drives the Claude Code CLI, which makes the model calls itself, so this adapter works at two seams:
 
-- the gate: our `UserPromptSubmit` hook admits the first model call of each prompt and our `PreToolUse`
-  hook admits the model call that follows each tool use (subagents' tools included). When it does not fit,
-  the hook denies the tool and tells the CLI to stop (`continue: false`), so the next call is never sent.
-  The CLI's own `max_budget_usd` is set to what the budget leaves, as a second line of defence, and its
-  per-call output limit (`CLAUDE_CODE_MAX_OUTPUT_TOKENS`) bounds each reservation;
-- the meter: the CLI's messages, read as they arrive, give each call's usage (main-thread calls exactly,
-  from the stream events we ask for and hide; subagent calls from their assistant messages). Each call is one
-  `chat` span under the run span. The result message's `total_cost_usd` is charged where it exceeds what the
-  calls were priced at, so the CLI's own accounting is never lost nor counted twice;
-- delegation: a subagent (`Agent`/`Task` tool) beyond `Budget.max_depth` is refused with stop reason `depth`
-  on its own (empty) run; the parent goes on with the refusal as the tool's result.
+- the gate: the CLI reaches the model through `ANTHROPIC_BASE_URL`, which we point at a loopback gateway
+  (`_claude_gateway`). Every model request, the main agent's and each subagent's, is admitted there before it
+  is forwarded to the API the CLI would have used; a request that does not fit is never sent and is answered
+  with the wrap-up instead, which ends that agent's turn. The response streams through the gateway, which
+  reads its usage and tool requests on the way (the meter);
+- the hooks: `PreToolUse` denies a tool once the run stopped (repeat, tool-call cap) and refuses a delegation
+  (`Agent`/`Task`) beyond `Budget.max_depth`; `SubagentStart` / `SubagentStop` open and close each subagent's
+  child run (`invoke_agent {agent_type}`), which its requests (the CLI tags them `x-claude-code-agent-id`) are
+  admitted in and charged to, drawing from the session's budget.
 
-A budget for one session: `options.otel_budget = Budget(...)` on the `ClaudeAgentOptions`.
-After the session, `outcome(result_message)` / `outcome(client)` is its RunOutcome.
+The CLI's own `max_budget_usd` is set to what the budget leaves, as a second line of defence. The result
+message's `total_cost_usd` is charged where it exceeds what the calls were priced at, so the CLI's own
+accounting is never lost nor counted twice.
+
+A budget for one session: `otel_budget.claude.BudgetedOptions(..., otel_budget=Budget(...))`, or the older
+`options.otel_budget = Budget(...)` on a `ClaudeAgentOptions`. After the session, `outcome(result_message)` /
+`outcome(client)` is its RunOutcome.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import itertools
 import json
 import logging
 import math
+import os
+import secrets
 import threading
-from collections import deque
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
-from .. import config
+from opentelemetry import context as otel_context
+
+from .. import calls
 from .. import semconv as sc
 from ..budget import BudgetExceeded, StopReason, UnknownPriceError
-from ..calls import Guard, ModelCall, TokenUsage
-from ..node import _current as _current_run  # the run tree's ContextVar: hooks run in the SDK's reader task
-from ..run import Admission, Run, RunNode
+from ..calls import Guard, ModelCall
+from ..node import _GATED_STOPS
+from ..node import _current as _current_run  # the run tree's ContextVar: hooks and the gateway run elsewhere
+from ..run import Run, RunNode
 from ..wrapup import template_wrap_up
+from ._claude_gateway import gateway
 from ._framework import budget_from
 from ._patch import Patches
-from .anthropic import usage_of
+from .anthropic import AnthropicAdapter, MessageStream
 
 log = logging.getLogger(__name__)
 
-#: The CLI's default per-call output limit (Claude Code 2.x), used when the options do not set one.
+#: The CLI's default per-call output limit (Claude Code 2.x); each request's own `max_tokens` is reserved.
 CLI_MAX_OUTPUT_TOKENS = 32000
-#: The model assumed for reservations when the options name none.
+#: The model named on a refusal when the options name none.
 DEFAULT_MODEL = "claude-sonnet-4-5"
 _ENV_SESSION = "OTEL_BUDGET_SESSION"
-_ENV_MAX_OUTPUT = "CLAUDE_CODE_MAX_OUTPUT_TOKENS"
-_SETTLE_POLLS = 400  # x 5 ms
+_ENV_BASE_URL = "ANTHROPIC_BASE_URL"
+_DEFAULT_UPSTREAM = "https://api.anthropic.com"
+_AGENT_HEADER = "x-claude-code-agent-id"
+_OTHER_PROVIDERS = ("CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX", "CLAUDE_CODE_USE_FOUNDRY")
 _DELEGATION_TOOLS = frozenset({"Agent", "Task"})
+_REFUSAL_ID = "msg_otel_budget_"
 _OUTCOME_ATTR = "otel_budget_outcome"
 _ids = itertools.count(1)
 _sessions: dict[str, Session] = {}
@@ -61,96 +75,151 @@ def outcome(obj: Any) -> Any:
     return getattr(obj, _OUTCOME_ATTR, None)
 
 
-class Session:
-    """One CLI session inside one run: its pending admissions, the calls seen, the CLI's reported cost."""
+class Agent:
+    """The main agent or one subagent of a session: the run its calls are admitted in, and its tracing context."""
 
-    def __init__(self, node: RunNode, model: str, max_output: int, hide_partial: bool) -> None:
-        self.id = f"s{next(_ids)}"
+    __slots__ = ("node", "otel", "run", "context")
+
+    def __init__(self, node: RunNode, otel: Any, run: Run | None = None,
+                 context: contextvars.Context | None = None) -> None:
+        self.node = node
+        self.otel = otel
+        self.run = run  # a subagent's own run, opened in `context` and closed there
+        self.context = context
+
+    @contextlib.contextmanager
+    def current(self) -> Iterator[None]:
+        """Make this agent's run (and its span) current while a call is admitted."""
+        token = _current_run.set(self.node)
+        otel_token = otel_context.attach(self.otel)
+        try:
+            yield
+        finally:
+            otel_context.detach(otel_token)
+            _current_run.reset(token)
+
+
+class Session:
+    """One CLI session inside one run: its agents, the calls the gateway carried, the CLI's reported cost."""
+
+    def __init__(self, node: RunNode, model: str, upstream: str) -> None:
+        self.id = f"s{next(_ids)}-{secrets.token_urlsafe(12)}"  # its gateway route: not guessable by other processes
         self.node = node
         self.model = model
-        self.max_output = max_output
-        self.hide_partial = hide_partial
-        self.pending: deque[Admission] = deque()
-        self.open_calls: dict[str, Guard] = {}
-        self.seen: set[str] = set()
-        self.last_input = 0
+        self.upstream = upstream
+        self.main = Agent(node, otel_context.get_current())
+        self.subagents: dict[str, Agent] = {}
+        self.served: set[str] = set()
+        self.unserved: set[str] = set()
         self.priced = 0.0
         self.extra_charged = 0.0
         self.lock = threading.Lock()
 
-    # --- the gate (hooks) ---------------------------------------------------------------------------------
+    # --- the gate (the gateway's route) --------------------------------------------------------------------
 
-    def admit_next(self) -> BudgetExceeded | None:
-        """Reserve the next model call; the stop to report when it does not fit."""
-        node = self.node
-        chars = int((self.last_input + 1) * node.root.chars_per_token)
-        try:
-            adm = node.admit(sc.PROVIDER_ANTHROPIC, self.model, self.max_output, lambda: chars)
-        except BudgetExceeded as exc:
-            return exc
-        except UnknownPriceError as exc:
-            return node.stop(StopReason.ERROR, None, str(exc))
+    def admit(self, headers: dict[str, str], body: bytes) -> ClaudeCall | str:
+        """Admit one model request of the CLI: its ClaudeCall, or the wrap-up to answer with instead."""
+        request = json.loads(body or b"{}")
+        if not isinstance(request, dict):
+            raise ValueError("a Claude Code request body is not a JSON object")
+        agent = self.agent(headers.get(_AGENT_HEADER))
+        limit = request.get("max_tokens")
+        call = ModelCall(sc.PROVIDER_ANTHROPIC, sc.OP_CHAT, str(request.get("model") or self.model),
+                         limit if isinstance(limit, int) else None, request.get("stream") is True)
+        node = agent.node
+        with agent.current():
+            try:
+                guard = calls.begin(call, lambda: len(body))
+            except BudgetExceeded as exc:
+                return template_wrap_up(node, node.snapshot(exc.reason, exc.limit, exc.message))
+            except UnknownPriceError as exc:
+                stop = node.stop(StopReason.ERROR, None, str(exc))
+                return template_wrap_up(node, node.snapshot(stop.reason, stop.limit, stop.message))
+        if guard is None:  # pragma: no cover - the gateway's thread is never inside another call
+            raise RuntimeError("a Claude Code request was admitted inside another call")
+        if guard.max_output_tokens is not None:
+            body = json.dumps({**request, "max_tokens": guard.max_output_tokens}).encode()
+        return ClaudeCall(self, guard, body)
+
+    def agent(self, agent_id: str | None, name: str | None = None) -> Agent:
+        """The main agent (no id) or the subagent `agent_id`, whose run is opened on first sight."""
+        if not agent_id:
+            return self.main
         with self.lock:
-            self.pending.append(adm)
-        return None
+            agent = self.subagents.get(agent_id)
+            if agent is None:
+                agent = self.subagents[agent_id] = self._open(name or "subagent")
+            return agent
 
-    def stop_text(self, exc: BudgetExceeded) -> str:
-        node = self.node
-        return template_wrap_up(node, node.snapshot(exc.reason, exc.limit, exc.message))
+    def _open(self, name: str) -> Agent:
+        """A subagent's child run, opened in a context of its own (it is closed there, from another task)."""
+        context = contextvars.Context()
+        parent = self.main
 
-    async def on_prompt(self, data: Any, tool_use_id: str | None, context: Any) -> dict[str, Any]:
-        try:
-            stop = self.admit_next()
-        except Exception:  # noqa: BLE001 - our bug never blocks the agent
-            log.warning("otel-budget: Claude Agent SDK prompt gate failed", exc_info=True)
-            return {}
-        if stop is None:
-            return {}
-        return {"continue_": False, "stopReason": self.stop_text(stop)}
+        def enter() -> Agent:
+            _current_run.set(parent.node)
+            otel_context.attach(parent.otel)
+            run = Run(name)
+            run.__enter__()
+            return Agent(run.node, otel_context.get_current(), run, context)
+
+        return context.run(enter)
+
+    def _close(self, agent_id: str) -> None:
+        with self.lock:
+            agent = self.subagents.pop(agent_id, None)
+        if agent is not None and agent.run is not None and agent.context is not None:
+            agent.context.run(agent.run.__exit__, None, None, None)
+
+    def carried(self, response_id: Any) -> None:
+        """The gateway carries the response `response_id` (known before the CLI sees any of it)."""
+        if response_id:
+            with self.lock:
+                self.served.add(str(response_id))
+
+    def settled(self, call: ModelCall) -> None:
+        with self.lock:
+            self.priced += call.cost_usd or 0.0
+
+    # --- the hooks ------------------------------------------------------------------------------------------
 
     async def on_tool(self, data: Any, tool_use_id: str | None, context: Any) -> dict[str, Any]:
         try:
-            if not data.get("agent_id"):
-                await self._settled()
             return self._gate_tool(data)
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - our bug never blocks the agent
             log.warning("otel-budget: Claude Agent SDK tool gate failed", exc_info=True)
             return {}
 
-    async def _settled(self) -> None:
-        """Wait (briefly) for the main thread's call in flight to be settled: the CLI runs a tool as soon as
-        the model has asked for it, before the call's final usage arrives, and the gate should count what the
-        call used rather than what it reserved."""
-        import anyio
+    async def on_subagent_start(self, data: Any, tool_use_id: str | None, context: Any) -> dict[str, Any]:
+        try:
+            self.agent(str(data.get("agent_id") or ""), str(data.get("agent_type") or "subagent"))
+        except Exception:  # noqa: BLE001
+            log.warning("otel-budget: could not open a Claude Code subagent's run", exc_info=True)
+        return {}
 
-        for _ in range(_SETTLE_POLLS):
-            if "main" not in self.open_calls:
-                return
-            await anyio.sleep(0.005)
+    async def on_subagent_stop(self, data: Any, tool_use_id: str | None, context: Any) -> dict[str, Any]:
+        try:
+            self._close(str(data.get("agent_id") or ""))
+        except Exception:  # noqa: BLE001
+            log.warning("otel-budget: could not close a Claude Code subagent's run", exc_info=True)
+        return {}
 
     def _gate_tool(self, data: Any) -> dict[str, Any]:
-        node = self.node
+        """Deny a tool once its agent's run stopped; refuse a delegation beyond max_depth."""
+        node = self.agent(data.get("agent_id")).node
         name = str(data.get("tool_name", ""))
-        arguments = data.get("tool_input") or {}
         if name in _DELEGATION_TOOLS:
-            refused = self._refuse_delegation(arguments)
+            refused = self._refuse_delegation(node, data.get("tool_input") or {})
             if refused is not None:
                 return _deny(refused)
-        node.record_tool_requests([(name, arguments)])
-        stop: BudgetExceeded | None = None
-        if node.stop_state is not None and node.stop_state[0] in (StopReason.REPEAT, StopReason.TOOL_CALLS):
-            reason, limit, detail = node.stop_state
-            stop = node.stop(reason, limit, detail)
-        if stop is None:
-            stop = self.admit_next()
-        if stop is None:
-            return {}
-        text = self.stop_text(stop)
-        return {**_deny(text), "continue_": False, "stopReason": text}
+        state = node.stop_state
+        if state is not None and state[0] in _GATED_STOPS:
+            reason, limit, detail = state
+            return _deny(template_wrap_up(node, node.snapshot(reason, limit, detail)))
+        return {}
 
-    def _refuse_delegation(self, arguments: Any) -> str | None:
+    def _refuse_delegation(self, node: RunNode, arguments: Any) -> str | None:
         """Open the delegate's run; when max_depth refuses it, close it with `depth` and say why."""
-        node = self.node
         child_depth = node.depth + 1
         for anc in node.chain:
             limit = anc.budget.max_depth
@@ -167,111 +236,108 @@ class Session:
                 return detail
         return None
 
-    # --- the meter (CLI messages, in the order the CLI wrote them) ---------------------------------------
+    # --- the CLI's messages ---------------------------------------------------------------------------------
 
-    def observe(self, raw: Any) -> None:
-        try:
-            kind = raw.get("type") if isinstance(raw, dict) else None
-            if kind == "stream_event":
-                self._stream_event(raw.get("event") or {})
-            elif kind == "assistant":
-                self._assistant(raw)
-            elif kind == "result":
-                self._result(raw)
-        except Exception:  # noqa: BLE001 - metering must never break the session
-            log.warning("otel-budget: could not read a Claude Code message", exc_info=True)
+    def observe(self, message: Any) -> None:
+        """Watch the CLI's messages: a call the gateway never carried, the result's own cost and stop."""
+        kind = type(message).__name__
+        if kind == "AssistantMessage":
+            mid = getattr(message, "message_id", None)
+            if mid and not str(mid).startswith(_REFUSAL_ID):
+                with self.lock:
+                    missed = mid not in self.served and mid not in self.unserved
+                    if missed:
+                        self.unserved.add(mid)
+                if missed:
+                    log.warning("otel-budget: Claude Code answered with a message (%s) that did not come through the "
+                                "budget's gateway; is ANTHROPIC_BASE_URL overridden by its settings?", mid)
+        elif kind == "ResultMessage":
+            self._result(message)
 
-    def _stream_event(self, event: dict[str, Any]) -> None:
-        kind = event.get("type")
-        if kind == "message_start":
-            message = event.get("message") or {}
-            mid = str(message.get("id") or "")
-            call = ModelCall(sc.PROVIDER_ANTHROPIC, sc.OP_CHAT, str(message.get("model") or self.model),
-                             self.max_output, True)
-            call.usage = usage_of(message.get("usage"))
-            call.response_id = mid
-            call.response_model = message.get("model")
-            self.seen.add(mid)
-            self.open_calls["main"] = self._guard(call)
-        elif kind == "message_delta":
-            guard = self.open_calls.get("main")
-            usage = event.get("usage") or {}
-            if guard is not None and guard.call.usage is not None and usage.get("output_tokens") is not None:
-                guard.call.usage.set_output(usage["output_tokens"])
-            reason = (event.get("delta") or {}).get("stop_reason")
-            if guard is not None and reason:
-                guard.call.finish_reasons = [reason]
-        elif kind == "message_stop":
-            guard = self.open_calls.pop("main", None)
-            if guard is not None:
-                self._finish(guard)
-
-    def _assistant(self, raw: dict[str, Any]) -> None:
-        message = raw.get("message") or {}
-        mid = str(message.get("id") or "")
-        if not mid or mid in self.seen:
-            return
-        self.seen.add(mid)  # a call not streamed to us (a subagent's): its usage as the message reports it
-        call = ModelCall(sc.PROVIDER_ANTHROPIC, sc.OP_CHAT, str(message.get("model") or self.model),
-                         self.max_output, False)
-        usage = usage_of(message.get("usage")) or TokenUsage(0, 0)
-        chars = len(json.dumps(message.get("content") or [], default=str))
-        usage.output_tokens = max(usage.output_tokens, (chars + 3) // 4)
-        call.usage = usage
-        call.response_id = mid
-        self._finish(self._guard(call))
-
-    def _guard(self, call: ModelCall) -> Guard:
+    def _result(self, message: Any) -> None:
         node = self.node
-        with self.lock:
-            adm = self.pending.popleft() if self.pending else None
-        if adm is None:  # a call no hook admitted (e.g. a subagent's first call): recorded as it happened
-            adm = Admission(node, {})
-            with node.lock:
-                node.root.turns += 1
-                adm.turn = node.root.turns
-        span = None
-        try:
-            span = config.get().telemetry.start_call(call)
-        except Exception:  # noqa: BLE001
-            log.debug("otel-budget: could not start a call span", exc_info=True)
-        return Guard(call, node, adm, span, _no_chars)
-
-    def _finish(self, guard: Guard) -> None:
-        guard.finish()
-        call = guard.call
-        if call.usage is not None:
-            self.last_input = max(self.last_input, call.usage.input_tokens)
-        self.priced += call.cost_usd or 0.0
-
-    def _result(self, raw: dict[str, Any]) -> None:
-        node = self.node
-        reported = raw.get("total_cost_usd")
+        reported = getattr(message, "total_cost_usd", None)
         if isinstance(reported, (int, float)) and math.isfinite(reported):
-            extra = float(reported) - self.priced - self.extra_charged
+            with self.lock:
+                extra = float(reported) - self.priced - self.extra_charged
+                if extra > 1e-12:
+                    self.extra_charged += extra
             if extra > 1e-12:  # what the CLI spent beyond the calls we priced (unseen calls, other prices)
                 node.charge(extra, "claude-code")
-                self.extra_charged += extra
-        subtype = raw.get("subtype")
+        subtype = getattr(message, "subtype", None)
         if node.stop_state is None and subtype == "error_max_budget_usd":
             node.stop_state = (StopReason.COST, "max_usd", "Claude Code stopped at max_budget_usd.")
         elif node.stop_state is None and subtype == "error_max_turns":
             node.stop_state = (StopReason.STEPS, "max_steps", "Claude Code stopped at max_turns.")
 
     def close(self) -> None:
-        """Release reservations no call used and end calls left open."""
-        for guard in list(self.open_calls.values()):
-            guard.abandon()
-        self.open_calls.clear()
+        """Close the subagents' runs still open and stop serving this session."""
+        gateway().remove(self.id)
         with self.lock:
-            left, self.pending = list(self.pending), deque()
-        for adm in left:
-            self.node.release(adm)
+            left = list(self.subagents)
+        for agent_id in left:
+            self._close(agent_id)
         _sessions.pop(self.id, None)
 
 
-def _no_chars() -> int:
-    return 0  # the CLI's request body is not ours to measure
+class ClaudeCall:
+    """One admitted request of the CLI as the gateway carries it: the response is read before it is passed on."""
+
+    __slots__ = ("session", "guard", "body", "timeout", "stream", "_ended")
+
+    def __init__(self, session: Session, guard: Guard, body: bytes) -> None:
+        self.session = session
+        self.guard = guard
+        self.body = body
+        self.timeout = guard.timeout
+        self.stream = MessageStream(guard.call)
+        self._ended = False
+
+    def event(self, event: dict[str, Any]) -> None:
+        stream = self.stream
+        stream.feed(event)
+        kind = event.get("type")
+        if kind == "message_start":
+            self.session.carried(self.guard.call.response_id)
+        elif kind == "content_block_stop":
+            # The CLI runs a tool as soon as its block is complete: count the request before the CLI sees it.
+            block = stream.blocks.pop(event.get("index", 0), None)
+            if block is not None and self.guard.node is not None:
+                name, arguments, call_id = block
+                self.guard.node.record_tool_requests([(name, arguments or "{}", call_id)])
+        elif kind == "message_stop":
+            self.finish()  # settled before the CLI sees the end, so its next request meets the settled ledger
+
+    def response(self, body: dict[str, Any]) -> None:
+        AnthropicAdapter().read(body, self.guard.call)
+        self.session.carried(self.guard.call.response_id)
+
+    def _end(self) -> bool:
+        if self._ended:
+            return False
+        self._ended = True
+        if self.guard.call.stream:
+            self.stream.apply()  # usage; the tool requests were counted block by block
+        return True
+
+    def finish(self) -> None:
+        if self._end():
+            self.guard.finish()
+            self.session.settled(self.guard.call)
+
+    def fail(self, error: BaseException) -> str | None:
+        if not self._end():
+            return None
+        stop = self.guard.fail(error)
+        node = self.guard.node
+        if isinstance(stop, BudgetExceeded) and node is not None:
+            return template_wrap_up(node, node.snapshot(stop.reason, stop.limit, stop.message))
+        return None
+
+    def abandon(self) -> None:
+        if self._end():
+            self.guard.abandon()
+            self.session.settled(self.guard.call)
 
 
 def _deny(reason: str) -> dict[str, Any]:
@@ -283,26 +349,57 @@ def _deny(reason: str) -> dict[str, Any]:
 
 
 def _configure(options: Any, node: RunNode) -> tuple[Any, Session]:
-    """A copy of the options with our hooks, the session tag, and the CLI's caps set from the budget."""
+    """A copy of the options with the CLI pointed at the gateway, our hooks, and `max_budget_usd` from the budget."""
     from claude_agent_sdk import HookMatcher
 
     env = dict(options.env or {})
-    try:
-        max_output = int(env.get(_ENV_MAX_OUTPUT) or CLI_MAX_OUTPUT_TOKENS)
-    except ValueError:
-        max_output = CLI_MAX_OUTPUT_TOKENS
-    session = Session(node, str(options.model or DEFAULT_MODEL), max_output, not options.include_partial_messages)
+    upstream = env.get(_ENV_BASE_URL) or os.environ.get(_ENV_BASE_URL) or _DEFAULT_UPSTREAM
+    for flag in _OTHER_PROVIDERS:
+        if str(env.get(flag, os.environ.get(flag, ""))).lower() not in ("", "0", "false"):
+            log.warning("otel-budget: with %s, Claude Code does not send its model requests through "
+                        "ANTHROPIC_BASE_URL, so the budget cannot check them before they are sent", flag)
+    session = Session(node, str(options.model or DEFAULT_MODEL), upstream)
+    env[_ENV_BASE_URL] = gateway().add(session.id, session)
     env[_ENV_SESSION] = session.id
+    for key in ("NO_PROXY", "no_proxy"):  # the gateway is on loopback: never through an HTTP proxy
+        current = env.get(key, os.environ.get(key, ""))
+        env[key] = ",".join(p for p in (current, "127.0.0.1", "localhost") if p)
     hooks = {event: list(matchers) for event, matchers in (options.hooks or {}).items()}
-    hooks.setdefault("UserPromptSubmit", []).insert(0, HookMatcher(hooks=[session.on_prompt]))  # type: ignore[list-item]
     hooks.setdefault("PreToolUse", []).insert(0, HookMatcher(hooks=[session.on_tool]))  # type: ignore[list-item]
-    changes: dict[str, Any] = {"env": env, "hooks": hooks, "include_partial_messages": True}
+    hooks.setdefault("SubagentStart", []).insert(0, HookMatcher(hooks=[session.on_subagent_start]))  # type: ignore[list-item]
+    hooks.setdefault("SubagentStop", []).insert(0, HookMatcher(hooks=[session.on_subagent_stop]))  # type: ignore[list-item]
+    changes: dict[str, Any] = {"env": env, "hooks": hooks, "settings": _settings(options, env[_ENV_BASE_URL])}
     usd_left = _usd_left(node)
     if usd_left is not None:
         current = options.max_budget_usd
         changes["max_budget_usd"] = usd_left if current is None else min(current, usd_left)
     _sessions[session.id] = session
-    return dataclasses.replace(options, **changes), session
+    try:
+        return dataclasses.replace(options, **changes), session
+    except Exception:
+        session.close()
+        raise
+
+
+def _settings(options: Any, base_url: str) -> str | None:
+    """The `--settings` value with the gateway as `env.ANTHROPIC_BASE_URL`: settings given on the command line win
+    over the user's and the project's settings files, whose `env` would otherwise route the CLI around the gate."""
+    given = options.settings
+    try:
+        loaded: Any = {}
+        if given is not None and given.strip():
+            text = given.strip()
+            if not (text.startswith("{") and text.endswith("}")):
+                text = (Path(options.cwd or "") / text).read_text(encoding="utf-8-sig")
+            loaded = json.loads(text)
+        if not isinstance(loaded, dict):
+            raise ValueError("the settings are not a JSON object")
+    except (OSError, ValueError) as exc:
+        log.warning("otel-budget: could not read the Claude Code settings (%s); the CLI's settings files may route "
+                    "its model requests around the budget's gateway", exc)
+        return given
+    env = loaded.get("env")
+    return json.dumps({**loaded, "env": {**(env if isinstance(env, dict) else {}), _ENV_BASE_URL: base_url}})
 
 
 def _usd_left(node: RunNode) -> float | None:
@@ -317,12 +414,10 @@ def _run_name(options: Any) -> str:
     return str(agent or "claude-agent")
 
 
-def _finish_message(message: Any, session: Session, hidden: bool) -> Any:
-    """None to hide a stream event the caller did not ask for; a stopped run's result carries the wrap-up."""
-    kind = type(message).__name__
-    if hidden and kind == "StreamEvent":
-        return None
-    if kind == "ResultMessage":
+def _finish_message(message: Any, session: Session) -> Any:
+    """Watch the message; a stopped run's result carries the wrap-up."""
+    session.observe(message)
+    if type(message).__name__ == "ResultMessage":
         node = session.node
         if node.stop_state is not None:
             reason, limit, detail = node.stop_state
@@ -354,9 +449,7 @@ async def _process_query(wrapped: Any, instance: Any, args: tuple[Any, ...], kwa
             values["options"] = configured
         try:
             async for message in wrapped(**values):
-                shown = message if session is None else _finish_message(message, session, session.hide_partial)
-                if shown is None:
-                    continue
+                shown = message if session is None else _finish_message(message, session)
                 if type(shown).__name__ == "ResultMessage":
                     last = shown
                 yield shown
@@ -422,27 +515,7 @@ def _end_client(instance: Any, original_options: Any, exc: BaseException | None)
 async def _receive_messages(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     session: Session | None = getattr(instance, _CLIENT_SESSION, None)
     async for message in wrapped(*args, **kwargs):
-        shown = message if session is None else _finish_message(message, session, session.hide_partial)
-        if shown is not None:
-            yield shown
-
-
-# --- the transport tap --------------------------------------------------------------------------------------
-
-
-def _read_messages(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    options = getattr(instance, "_options", None)
-    session = _sessions.get(str((getattr(options, "env", None) or {}).get(_ENV_SESSION, "")))
-    messages = wrapped(*args, **kwargs)
-    if session is None:
-        return messages
-    return _tap(messages, session)
-
-
-async def _tap(messages: Any, session: Session) -> Any:
-    async for raw in messages:
-        session.observe(raw)
-        yield raw
+        yield message if session is None else _finish_message(message, session)
 
 
 def instrument(patches: Patches) -> bool:
@@ -450,15 +523,13 @@ def instrument(patches: Patches) -> bool:
     try:
         from claude_agent_sdk import client as client_module
         from claude_agent_sdk._internal import client as internal
-        from claude_agent_sdk._internal.transport import subprocess_cli
     except ImportError:
         return False
     patches.wrap(internal.InternalClient, "process_query", _process_query)
     patches.wrap(client_module.ClaudeSDKClient, "connect", _connect)
     patches.wrap(client_module.ClaudeSDKClient, "disconnect", _disconnect)
     patches.wrap(client_module.ClaudeSDKClient, "receive_messages", _receive_messages)
-    patches.wrap(subprocess_cli.SubprocessCLITransport, "read_messages", _read_messages)
     return True
 
 
-__all__ = ["CLI_MAX_OUTPUT_TOKENS", "DEFAULT_MODEL", "Session", "instrument", "outcome"]
+__all__ = ["CLI_MAX_OUTPUT_TOKENS", "DEFAULT_MODEL", "Agent", "ClaudeCall", "Session", "instrument", "outcome"]

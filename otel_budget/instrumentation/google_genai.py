@@ -3,7 +3,10 @@
 Patched at the SDK's request choke point, `BaseApiClient.request` / `request_streamed` / `async_request` /
 `async_request_streamed`, for `...models/{model}:generateContent` and `:streamGenerateContent` paths only.
 Each HTTP request is one metered call, so automatic function calling (the SDK's own tool loop) is checked
-and counted call by call. Usage is normalized: input = `promptTokenCount` (it already includes
+and counted call by call; each Python function it runs (`_extra_utils.invoke_function_from_dict_args` and its
+`_async` twin) is admitted before it runs, like `@tool`, and spanned `execute_tool {name}` (MCP session tools
+are not). A refused execution does not run: the SDK turns the refusal into the function's error, and the next
+model call is refused. Usage is normalized: input = `promptTokenCount` (it already includes
 `cachedContentTokenCount`) + `toolUsePromptTokenCount`; output = `candidatesTokenCount` + `thoughtsTokenCount`.
 """
 
@@ -16,6 +19,8 @@ from typing import Any
 
 from .. import calls
 from .. import semconv as sc
+from .. import tools as tool_calls
+from ..budget import BudgetExceeded
 from ..calls import Guard, ModelCall, TokenUsage
 from ._patch import Patches
 from ._request import admit_async
@@ -219,10 +224,56 @@ async def _async_request_streamed(wrapped: Any, instance: Any, args: tuple[Any, 
     return AsyncStream(chunks, guard, ChunkReader(guard.call))
 
 
+# --- automatic function calling: the functions the SDK runs for the model -------------------------------------
+
+
+def _begin_tool(name: str, arguments: Any) -> tuple[Any, ...] | None:
+    """Admit one execution (raises BudgetExceeded when refused); None when our own code failed."""
+    try:
+        return tool_calls.begin_tool(name, arguments if isinstance(arguments, dict) else {})
+    except BudgetExceeded:
+        raise
+    except Exception:  # noqa: BLE001 - our bug: the function runs unmetered
+        log.warning("otel-budget: could not check a google-genai function call", exc_info=True)
+        return None
+
+
+def _function(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, Any]:
+    values = dict(zip(("args", "function_to_invoke"), args, strict=False)) | kwargs
+    func = values.get("function_to_invoke")
+    return str(getattr(func, "__name__", None) or "function"), values.get("args")
+
+
+def _invoke(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    state = _begin_tool(*_function(args, kwargs))
+    if state is None:
+        return wrapped(*args, **kwargs)
+    try:
+        result = wrapped(*args, **kwargs)
+    except BaseException as exc:
+        tool_calls.end_tool(state, None, exc)
+        raise
+    tool_calls.end_tool(state, result)
+    return result
+
+
+async def _invoke_async(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    state = _begin_tool(*_function(args, kwargs))
+    if state is None:
+        return await wrapped(*args, **kwargs)
+    try:
+        result = await wrapped(*args, **kwargs)
+    except BaseException as exc:
+        tool_calls.end_tool(state, None, exc)
+        raise
+    tool_calls.end_tool(state, result)
+    return result
+
+
 def instrument(patches: Patches) -> bool:
     """Patch the installed google-genai SDK; False when it is not installed."""
     try:
-        from google.genai import _api_client
+        from google.genai import _api_client, _extra_utils
     except ImportError:
         return False
     client = _api_client.BaseApiClient
@@ -230,4 +281,6 @@ def instrument(patches: Patches) -> bool:
     patches.wrap(client, "request_streamed", _request_streamed)
     patches.wrap(client, "async_request", _async_request)
     patches.wrap(client, "async_request_streamed", _async_request_streamed)
+    patches.wrap(_extra_utils, "invoke_function_from_dict_args", _invoke)
+    patches.wrap(_extra_utils, "invoke_function_from_dict_args_async", _invoke_async)
     return True

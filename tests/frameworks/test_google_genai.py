@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,20 +16,35 @@ import otel_budget  # noqa: E402
 from otel_budget.testing import ScriptedLLM, ToolCall, Turn  # noqa: E402
 
 MODEL = "gemini-2.5-flash"
+executed: list[str] = []
 
 
 def lookup(q: str) -> str:
     """Look something up."""
+    executed.append(q)
     return "nothing yet"
+
+
+async def alookup(q: str) -> str:
+    """Look something up, asynchronously."""
+    executed.append(q)
+    return "nothing yet"
+
+
+@pytest.fixture(autouse=True)
+def _clear() -> Iterator[None]:
+    executed.clear()
+    yield
+    executed.clear()
 
 
 def _client(llm: ScriptedLLM) -> Any:
     return genai.Client(api_key="x", http_options=types.HttpOptions(base_url=llm.base_url))
 
 
-def _config(**kwargs: Any) -> types.GenerateContentConfig:
+def _config(tool: Any = lookup, **kwargs: Any) -> types.GenerateContentConfig:
     return types.GenerateContentConfig(
-        tools=[lookup],
+        tools=[tool],
         automatic_function_calling=types.AutomaticFunctionCallingConfig(maximum_remote_calls=100),
         **kwargs,
     )
@@ -61,6 +77,9 @@ def test_healthy_run_with_automatic_function_calling_is_done(scripted_llm: Scrip
     assert chats[1].attributes["gen_ai.provider.name"] == "gcp.gemini"
     assert chats[1].attributes["gen_ai.usage.output_tokens"] == 9
     assert chats[1].attributes["gen_ai.usage.reasoning.output_tokens"] == 4
+    assert executed == ["a"]
+    (tool_span,) = _spans(otel, "execute_tool")
+    assert tool_span.name == "execute_tool lookup" and tool_span.parent.span_id == run_span.context.span_id
 
 
 def test_stuck_run_is_stopped_by_repeat(scripted_llm: ScriptedLLM, otel: Any) -> None:
@@ -72,6 +91,61 @@ def test_stuck_run_is_stopped_by_repeat(scripted_llm: ScriptedLLM, otel: Any) ->
     assert outcome is not None and outcome.stop_reason == "repeat"
     assert len(scripted_llm.requests) == 3 == outcome.usage.model_calls
     assert outcome.wrap_up.startswith("Stopped at a limit: max_repeats")
+    assert executed == ["same", "same"]  # the third identical execution was refused before it ran
+    assert outcome.usage.tool_calls == 3  # the three requests, each execution counted with its request
+    (run_span,) = _spans(otel, "invoke_agent")
+    tools = _spans(otel, "execute_tool")
+    assert [s.name for s in tools] == ["execute_tool lookup"] * 2
+    for span in tools:
+        assert span.parent.span_id == run_span.context.span_id
+        assert span.attributes["gen_ai.operation.name"] == "execute_tool"
+        assert span.attributes["gen_ai.tool.name"] == "lookup"
+        assert span.attributes["openinference.span.kind"] == "TOOL"
+
+
+@pytest.mark.parametrize("tool", [lookup, alookup], ids=["sync-function", "async-function"])
+def test_async_automatic_function_calling_is_refused_before_the_third_identical_execution(
+    scripted_llm: ScriptedLLM, otel: Any, tool: Any
+) -> None:
+    scripted_llm.default = Turn(tool_calls=[ToolCall(tool.__name__, {"q": "same"})], input_tokens=30, output_tokens=8)
+    client = _client(scripted_llm)
+
+    async def go() -> None:
+        async with otel_budget.run("gemini-stuck-async", budget=otel_budget.Budget(max_repeats=3)) as run:
+            await client.aio.models.generate_content(model=MODEL, contents="find it", config=_config(tool))
+        assert run.outcome is not None and run.outcome.stop_reason == "repeat"
+        assert run.outcome.usage.model_calls == 3
+
+    asyncio.run(go())
+    assert len(scripted_llm.requests) == 3
+    assert executed == ["same", "same"]
+    assert [s.name for s in _spans(otel, "execute_tool")] == [f"execute_tool {tool.__name__}"] * 2
+
+
+def test_chat_automatic_function_calling_is_refused_before_the_third_identical_execution(
+    scripted_llm: ScriptedLLM, otel: Any
+) -> None:
+    scripted_llm.default = Turn(tool_calls=[ToolCall("lookup", {"q": "same"})], input_tokens=30, output_tokens=8)
+    client = _client(scripted_llm)
+    with otel_budget.run("gemini-chat", budget=otel_budget.Budget(max_repeats=3)) as run:
+        client.chats.create(model=MODEL, config=_config()).send_message("find it")
+    assert run.outcome is not None and run.outcome.stop_reason == "repeat"
+    assert len(scripted_llm.requests) == 3 and executed == ["same", "same"]
+    assert len(_spans(otel, "execute_tool lookup")) == 2
+
+
+def test_a_tool_cap_refuses_the_execution_and_the_next_call(scripted_llm: ScriptedLLM, otel: Any) -> None:
+    counter = iter(range(1000))
+    scripted_llm.responder = lambda request: Turn(
+        tool_calls=[ToolCall("lookup", {"q": f"page {next(counter)}"})], input_tokens=30, output_tokens=8
+    )
+    client = _client(scripted_llm)
+    with otel_budget.run("gemini-tools", budget=otel_budget.Budget(max_tool_calls=2)) as run:
+        client.models.generate_content(model=MODEL, contents="find it", config=_config())
+    assert run.outcome is not None and run.outcome.stop_reason == "tool_calls"
+    assert executed == ["page 0", "page 1"]
+    assert len(scripted_llm.requests) == 3 == run.outcome.usage.model_calls
+    assert len(_spans(otel, "execute_tool lookup")) == 2
 
 
 def test_runaway_run_is_stopped_by_cost_without_overshoot(
@@ -138,14 +212,18 @@ def test_nested_run_draws_from_the_parent_budget(scripted_llm: ScriptedLLM, otel
     assert parent.outcome is not None and parent.outcome.usage.model_calls == 3 == len(scripted_llm.requests)
 
 
-def test_uninstrument_restores_the_request_methods() -> None:
-    from google.genai import _api_client
+def test_uninstrument_restores_the_request_methods_and_the_function_invokers() -> None:
+    from google.genai import _api_client, _extra_utils
 
     names = ("request", "request_streamed", "async_request", "async_request_streamed")
     before = [_api_client.BaseApiClient.__dict__[n] for n in names]
+    invokers = ("invoke_function_from_dict_args", "invoke_function_from_dict_args_async")
+    before_invokers = [getattr(_extra_utils, n) for n in invokers]
     otel_budget.instrument()
     try:
         assert _api_client.BaseApiClient.__dict__["request"] is not before[0]
+        assert all(getattr(_extra_utils, n) is not b for n, b in zip(invokers, before_invokers, strict=True))
     finally:
         otel_budget.uninstrument()
     assert all(_api_client.BaseApiClient.__dict__[n] is b for n, b in zip(names, before, strict=True))
+    assert all(getattr(_extra_utils, n) is b for n, b in zip(invokers, before_invokers, strict=True))
