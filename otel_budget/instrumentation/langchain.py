@@ -13,6 +13,10 @@
   returns normally with that message last. `response_metadata["otel_budget"]` holds the stop reason and limit.
   A refused tool execution is not run and answers with an error `ToolMessage`. A `GraphRecursionError` after
   the run has stopped is not raised either.
+- An answer cut at the output limit the budget set (a token or cost cap, no `max_tokens` on the model) stops the
+  run with that limit (`tokens` / `cost`): the graph gets the wrap-up message instead of the cut text (with the
+  call's `usage_metadata` and the same `otel_budget` metadata), so the cut text is never presented as the answer.
+  Outside a graph run (a chat model called in a plain `run()`) the cut answer is returned as it came.
 - Resume: the usage of a top-level graph run is kept in this process per (graph name, thread_id). A call that
   resumes the thread (`Command(resume=...)` or input `None`, with a checkpointer) starts with that usage
   already consumed, so an `interrupt()` does not reset the quota. A call with new input starts fresh.
@@ -308,40 +312,78 @@ def _on_loop_exit(loop: Any, exc: BaseException | None) -> None:
 # --- chat models: a refused call is answered by the wrap-up --------------------------------------------------
 
 
-def _stopped_graph_node(exc: BudgetExceeded) -> RunNode | None:
+def _graph_node() -> RunNode | None:
     node = current_run()
-    if node is None or node not in _graph_runs or node.id not in getattr(exc, "run_path", ()):
+    return node if node is not None and node in _graph_runs else None
+
+
+def _stopped_graph_node(exc: BudgetExceeded) -> RunNode | None:
+    node = _graph_node()
+    if node is None or node.id not in getattr(exc, "run_path", ()):
         return None
     return node
 
 
-def _stop_result(node: RunNode, exc: BudgetExceeded) -> Any:
+def _stop_message(node: RunNode, exc: BudgetExceeded, cut: Any = None) -> Any:
+    """The wrap-up as the model's answer; for an answer the budget cut short, with that call's usage and metadata."""
     from langchain_core.messages import AIMessage
-    from langchain_core.outputs import ChatGeneration, ChatResult
 
     meta = {"otel_budget": {"stop_reason": exc.reason.value, "limit": exc.limit, "run_name": node.name}}
-    message = AIMessage(content=stop_text(node, exc), response_metadata=meta)
-    return ChatResult(generations=[ChatGeneration(message=message)])
+    if cut is None:
+        return AIMessage(content=stop_text(node, exc), response_metadata=meta)
+    return AIMessage(content=stop_text(node, exc), id=cut.id, usage_metadata=getattr(cut, "usage_metadata", None),
+                     response_metadata={**(cut.response_metadata or {}), **meta})
+
+
+def _stop_result(node: RunNode, exc: BudgetExceeded) -> Any:
+    from langchain_core.outputs import ChatGeneration, ChatResult
+
+    return ChatResult(generations=[ChatGeneration(message=_stop_message(node, exc))])
+
+
+def _cut_short(node: RunNode | None, was_cut: bool, result: Any) -> Any:
+    """A graph run whose answer was just cut at the output limit the budget set (`RunNode.note_truncation`): the
+    run stops there, so the graph gets the wrap-up, not the cut text, as the model's answer."""
+    if node is None or was_cut or not node.truncated_by_budget or node.stop_state is None:
+        return result
+    try:
+        generations = result.generations
+        if len(generations) != 1:
+            return result
+        from langchain_core.outputs import ChatGeneration, ChatResult
+
+        stop = node.stop(*node.stop_state)  # the stop note_truncation recorded
+        message = _stop_message(node, stop, cut=generations[0].message)
+        return ChatResult(generations=[ChatGeneration(message=message)], llm_output=result.llm_output)
+    except Exception:  # noqa: BLE001 - our bug must not break the graph
+        log.warning("otel-budget: could not replace a cut answer by the wrap-up", exc_info=True)
+        return result
 
 
 def _generate(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    node = _graph_node()
+    was_cut = node is not None and node.truncated_by_budget
     try:
-        return wrapped(*args, **kwargs)
+        result = wrapped(*args, **kwargs)
     except BudgetExceeded as exc:
-        node = _stopped_graph_node(exc)
-        if node is None:
+        stopped = _stopped_graph_node(exc)
+        if stopped is None:
             raise
-        return _stop_result(node, exc)
+        return _stop_result(stopped, exc)
+    return _cut_short(node, was_cut, result)
 
 
 async def _agenerate(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    node = _graph_node()
+    was_cut = node is not None and node.truncated_by_budget
     try:
-        return await wrapped(*args, **kwargs)
+        result = await wrapped(*args, **kwargs)
     except BudgetExceeded as exc:
-        node = _stopped_graph_node(exc)
-        if node is None:
+        stopped = _stopped_graph_node(exc)
+        if stopped is None:
             raise
-        return _stop_result(node, exc)
+        return _stop_result(stopped, exc)
+    return _cut_short(node, was_cut, result)
 
 
 # --- tools -----------------------------------------------------------------------------------------------
