@@ -1,7 +1,9 @@
 """LangGraph / LangChain: every graph `invoke`, `ainvoke`, `stream` and `astream` is a budgeted run.
 
 - The run is named after the graph (`graph.name`, "LangGraph" unless set). Its budget is
-  `config["configurable"]["otel_budget"]` when the call brings one, else the default given to `instrument()`.
+  `config["configurable"]["otel_budget"]` when the call brings one, else that of the graph's
+  `otel_budget.langchain.BudgetMiddleware` (a LangChain v1 `create_agent` agent), else the default given to
+  `instrument()`.
 - A graph invoked while a run is active (a subgraph node, or a graph called from a tool) is a child run that
   draws from its parents: the tree is shared and `Budget.max_depth` bounds the nesting.
 - Chat models are charged by the provider patches underneath (langchain-openai uses the openai SDK,
@@ -58,6 +60,8 @@ _graph_runs: weakref.WeakSet[RunNode] = weakref.WeakSet()
 #: (graph name, thread_id) -> usage of the thread's last top-level run (or its pause), for resumes. Bounded.
 _carried: OrderedDict[tuple[str, str], Usage | PausedRun] = OrderedDict()
 _carried_lock = threading.Lock()
+#: Graph builder -> the budget of its `BudgetMiddleware` (None: it has none).
+_middleware_budgets: weakref.WeakKeyDictionary[Any, Budget | None] = weakref.WeakKeyDictionary()
 _CARRIED_MAX = 10_000
 
 
@@ -88,7 +92,7 @@ class _GraphCall:
         config = args[1] if len(args) > 1 else kwargs.get("config")
         configurable = (config or {}).get("configurable") or {} if isinstance(config, dict) else {}
         self.name = str(getattr(instance, "name", None) or "LangGraph")
-        self.budget: Budget | None = budget_from(configurable)
+        self.budget: Budget | None = budget_from(configurable) or _middleware_budget(instance)
         thread = configurable.get("thread_id")
         self.thread = str(thread) if thread is not None else None
         self.resume_value = getattr(graph_input, "resume", None)
@@ -121,6 +125,29 @@ class _GraphCall:
             _carried.move_to_end(key)
             while len(_carried) > _CARRIED_MAX:
                 _carried.popitem(last=False)
+
+
+def _middleware_budget(graph: Any) -> Budget | None:
+    """The budget of a `BudgetMiddleware` in a `create_agent` graph (found once per graph builder), else None."""
+    builder = getattr(graph, "builder", None)
+    nodes = getattr(builder, "nodes", None)
+    if not isinstance(nodes, dict):
+        return None
+    try:
+        return _middleware_budgets[builder]
+    except (KeyError, TypeError):
+        pass
+    found: Budget | None = None
+    for spec in nodes.values():
+        runnable = getattr(spec, "runnable", None)
+        hook = getattr(runnable, "func", None) or getattr(runnable, "afunc", None)
+        owner = getattr(hook, "__self__", None)
+        if owner is not None and type(owner).__name__ == "BudgetMiddleware":
+            found = budget_from(owner)
+            break
+    with contextlib.suppress(TypeError):  # a builder that takes no weak reference is searched on every call
+        _middleware_budgets[builder] = found
+    return found
 
 
 def _after_stop(run: Run, exc: BaseException | None) -> BaseException | None:
@@ -324,7 +351,7 @@ def _stopped_graph_node(exc: BudgetExceeded) -> RunNode | None:
     return node
 
 
-def _stop_message(node: RunNode, exc: BudgetExceeded, cut: Any = None) -> Any:
+def stop_message(node: RunNode, exc: BudgetExceeded, cut: Any = None) -> Any:
     """The wrap-up as the model's answer; for an answer the budget cut short, with that call's usage and metadata."""
     from langchain_core.messages import AIMessage
 
@@ -338,7 +365,7 @@ def _stop_message(node: RunNode, exc: BudgetExceeded, cut: Any = None) -> Any:
 def _stop_result(node: RunNode, exc: BudgetExceeded) -> Any:
     from langchain_core.outputs import ChatGeneration, ChatResult
 
-    return ChatResult(generations=[ChatGeneration(message=_stop_message(node, exc))])
+    return ChatResult(generations=[ChatGeneration(message=stop_message(node, exc))])
 
 
 def _cut_short(node: RunNode | None, was_cut: bool, result: Any) -> Any:
@@ -353,7 +380,7 @@ def _cut_short(node: RunNode | None, was_cut: bool, result: Any) -> Any:
         from langchain_core.outputs import ChatGeneration, ChatResult
 
         stop = node.stop(*node.stop_state)  # the stop note_truncation recorded
-        message = _stop_message(node, stop, cut=generations[0].message)
+        message = stop_message(node, stop, cut=generations[0].message)
         return ChatResult(generations=[ChatGeneration(message=message)], llm_output=result.llm_output)
     except Exception:  # noqa: BLE001 - our bug must not break the graph
         log.warning("otel-budget: could not replace a cut answer by the wrap-up", exc_info=True)
@@ -484,4 +511,4 @@ def instrument(patches: Patches) -> bool:
     return True
 
 
-__all__ = ["forget_thread", "paused_run"]
+__all__ = ["forget_thread", "paused_run", "stop_message"]
