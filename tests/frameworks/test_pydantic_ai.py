@@ -10,6 +10,7 @@ pytest.importorskip("pydantic_ai")
 
 from pydantic import BaseModel  # noqa: E402
 from pydantic_ai import Agent, UsageLimitExceeded, UsageLimits  # noqa: E402
+from pydantic_ai.capabilities import Instrumentation  # noqa: E402
 from pydantic_ai.models.instrumented import InstrumentationSettings  # noqa: E402
 from pydantic_ai.models.openai import OpenAIChatModel  # noqa: E402
 from pydantic_ai.providers.openai import OpenAIProvider  # noqa: E402
@@ -74,12 +75,17 @@ def test_a_stop_ends_run_sync_with_a_result_carrying_the_wrap_up(scripted_llm: S
     assert all(s.parent.span_id == span.context.span_id for s in llm_spans + tools)
 
 
+@pytest.mark.parametrize("switched_on", ["agent.instrument", "Instrumentation capability"])
 def test_with_pydantic_ais_instrumentation_each_request_has_one_llm_span_and_each_tool_one_span(
-    scripted_llm: ScriptedLLM, tracer_provider: Any, otel: Any
+    scripted_llm: ScriptedLLM, tracer_provider: Any, otel: Any, switched_on: str
 ) -> None:
     _fresh_lookups(scripted_llm)
-    agent = _agent(scripted_llm)
-    agent.instrument = InstrumentationSettings(tracer_provider=tracer_provider)
+    settings = InstrumentationSettings(tracer_provider=tracer_provider)
+    if switched_on == "agent.instrument":
+        agent = _agent(scripted_llm)
+        agent.instrument = settings
+    else:
+        agent = _agent(scripted_llm, capabilities=[Instrumentation(settings=settings)])
     result = agent.run_sync("research", capabilities=[BudgetLimits(otel_budget.Budget(max_steps=2))])
     assert result.output.startswith("Stopped at a limit: max_steps")
     assert len(scripted_llm.requests) == 2
