@@ -16,7 +16,8 @@
   execution is not run; the model gets a short refusal as the tool's result. `outcome(result)` gives the
   RunOutcome; `stop.reason` is on the run span.
 - pydantic-ai's own `UsageLimits` keep working: `UsageLimitExceeded` is raised as before and the run ends with the
-  matching stop reason (`steps`, `tool_calls` or `tokens`; `cost` for its `cost_limit`).
+  matching stop reason (`steps`, `tool_calls` or `tokens`; `cost` for its `cost_limit`) and `outcome.limit` naming
+  pydantic-ai's limit (e.g. `request_limit`).
 - One span per request: with pydantic-ai's instrumentation on (`Agent(capabilities=[Instrumentation(...)])`,
   `agent.instrument = ...`, `Agent.instrument_all()`), its model-request span is left out for requests our
   provider patch spans (inside a run), so each request has exactly one LLM span (ours, with cost and budget
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import weakref
 from collections.abc import AsyncIterator
 from typing import Any
@@ -122,8 +124,10 @@ def _usage_limit(node: RunNode, exc: BaseException) -> BaseException | None:
         return None
     text = str(exc)
     reason = next((r for key, r in _USAGE_LIMITS if key in text), StopReason.STEPS)
+    named = re.search(r"\b(\w+_limit)\b", text)
     if node.stop_state is None:
-        node.stop_state = (reason, None, f"pydantic-ai's UsageLimits stopped the run: {text}.")
+        node.stop_state = (reason, named.group(1) if named else None, f"pydantic-ai's UsageLimits stopped the run: "
+                           f"{text}.")
     return exc
 
 

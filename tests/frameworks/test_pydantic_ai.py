@@ -159,7 +159,9 @@ def test_pydantic_ais_own_usage_limits_keep_working_and_end_the_run_steps(script
                                       capabilities=[BudgetLimits(otel_budget.Budget(max_steps=10))])
     assert len(scripted_llm.requests) == 2
     assert _run_span(otel).attributes["stop.reason"] == "steps"
-    assert outcome(info.value).stop_reason == "steps"
+    done = outcome(info.value)
+    assert done.stop_reason == "steps" and done.limit == "request_limit"
+    assert done.wrap_up.startswith("Stopped at a limit: request_limit")
 
 
 class Report(BaseModel):
