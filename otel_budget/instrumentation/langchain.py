@@ -19,6 +19,9 @@
   run with that limit (`tokens` / `cost`): the graph gets the wrap-up message instead of the cut text (with the
   call's `usage_metadata` and the same `otel_budget` metadata), so the cut text is never presented as the answer.
   Outside a graph run (a chat model called in a plain `run()`) the cut answer is returned as it came.
+- LangChain's own `ModelCallLimitMiddleware` / `ToolCallLimitMiddleware` (`exit_behavior="end"`) keep working; an
+  agent they end (built after `instrument()`) has stopped at a limit: the run ends `steps` / `tool_calls` with
+  `outcome.limit` `run_limit` or `thread_limit`, not `done`.
 - Resume: the usage of a top-level graph run is kept in this process per (graph name, thread_id). A call that
   resumes the thread (`Command(resume=...)` or input `None`, with a checkpointer) starts with that usage
   already consumed, so an `interrupt()` does not reset the quota. A call with new input starts fresh.
@@ -413,6 +416,53 @@ async def _agenerate(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs:
     return _cut_short(node, was_cut, result)
 
 
+# --- LangChain's own limits: an agent they end has stopped at a limit, not finished -------------------------
+
+#: LangChain v1 limit middleware -> the stop reason of a run it ends (`exit_behavior="end"`).
+_LIMIT_MIDDLEWARE = {"ModelCallLimitMiddleware": StopReason.STEPS, "ToolCallLimitMiddleware": StopReason.TOOL_CALLS}
+
+
+def _note_limit(instance: Any, result: Any) -> None:
+    """A LangChain limit middleware jumped to the end: the graph run ends with its limit (`steps` / `tool_calls`)."""
+    try:
+        if not isinstance(result, dict) or result.get("jump_to") != "end":
+            return
+        node = _graph_node()
+        reason = _LIMIT_MIDDLEWARE.get(type(instance).__name__)
+        if node is None or reason is None or node.stop_state is not None:
+            return
+        messages = result.get("messages") or []
+        text = str(getattr(messages[-1], "content", "") if messages else "")
+        limit = "thread_limit" if "thread limit" in text and "run limit" not in text else "run_limit"
+        node.stop_state = (reason, limit, f"LangChain's {type(instance).__name__} ended the agent: {text}")
+    except Exception:  # noqa: BLE001 - our bug must not break the agent
+        log.warning("otel-budget: recording a LangChain limit failed", exc_info=True)
+
+
+def _limit_hook(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    result = wrapped(*args, **kwargs)
+    _note_limit(instance, result)
+    return result
+
+
+async def _alimit_hook(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    result = await wrapped(*args, **kwargs)
+    _note_limit(instance, result)
+    return result
+
+
+def _patch_limit_middleware(patches: Patches) -> None:
+    try:
+        from langchain.agents.middleware import ModelCallLimitMiddleware, ToolCallLimitMiddleware
+    except ImportError:
+        return
+    for cls, hook in ((ModelCallLimitMiddleware, "before_model"), (ToolCallLimitMiddleware, "after_model")):
+        if hook in vars(cls):
+            patches.wrap(cls, hook, _limit_hook)
+        if f"a{hook}" in vars(cls):
+            patches.wrap(cls, f"a{hook}", _alimit_hook)
+
+
 # --- tools -----------------------------------------------------------------------------------------------
 
 
@@ -497,6 +547,7 @@ def instrument(patches: Patches) -> bool:
         from langgraph.pregel import Pregel
     except ImportError:
         return True
+    _patch_limit_middleware(patches)
     patches.wrap(Pregel, "stream", _stream)
     patches.wrap(Pregel, "astream", _astream)
     try:

@@ -152,6 +152,20 @@ def test_next_to_model_call_limit_middleware_the_tighter_limit_ends_the_agent(sc
     out = agent.invoke({"messages": [("user", "research")]})
     assert len(scripted_llm.requests) == 2
     assert out["messages"][-1].content.startswith("Model call limits exceeded")  # LangChain's own limit, as before
+    limited = _run_span(otel, "limited")
+    assert limited.attributes["stop.reason"] == "steps"  # ended by a limit: not done
+    assert limited.attributes["otel_budget.stop.limit"] == "run_limit"
+
+
+def test_an_agent_ended_by_tool_call_limit_middleware_ends_tool_calls(scripted_llm: ScriptedLLM, otel: Any) -> None:
+    from langchain.agents.middleware import ToolCallLimitMiddleware
+
+    _fresh_lookups(scripted_llm)
+    out = _agent(scripted_llm, ToolCallLimitMiddleware(run_limit=2, exit_behavior="end")).invoke(
+        {"messages": [("user", "research")]})
+    assert executed == ["0", "1"] and len(scripted_llm.requests) == 3
+    assert "otel_budget" not in out["messages"][-1].response_metadata  # LangChain's own ending, unchanged
+    assert _run_span(otel).attributes["stop.reason"] == "tool_calls"
 
 
 def test_a_healthy_agent_ends_done_with_its_answer(scripted_llm: ScriptedLLM, otel: Any) -> None:
