@@ -15,12 +15,17 @@ closed; its `.outcome` is the final RunOutcome. See `otel_budget.instrumentation
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import SkipModelRequest
-from pydantic_ai.messages import ModelResponse, TextPart
+from pydantic_ai.messages import ModelResponse, ModelResponseStreamEvent, TextPart
+from pydantic_ai.models import StreamedResponse
+from pydantic_ai.models.wrapper import WrapperModel
 
 from .budget import Budget, BudgetExceeded
 from .instrumentation import pydantic_ai as _adapter
@@ -79,6 +84,9 @@ class _Enforcer(AbstractCapability[Any]):
             return _wrap_up_response(_adapter.answer(node, stop), request_context, usage=response.usage)
         return response
 
+    def get_wrapper_model(self, model: Any) -> Any:
+        return _StreamStop(model)
+
     async def wrap_tool_execute(self, ctx: Any, *, call: Any, tool_def: Any, args: Any, handler: Any) -> Any:
         name = str(getattr(call, "tool_name", None) or getattr(tool_def, "name", "tool"))
         try:
@@ -96,7 +104,10 @@ class _Enforcer(AbstractCapability[Any]):
 
 def _text_allowed(request_context: Any) -> bool:
     """Whether plain text can be the run's output (not a structured output the text would have to encode)."""
-    params = getattr(request_context, "model_request_parameters", None)
+    return _text_allowed_by(getattr(request_context, "model_request_parameters", None))
+
+
+def _text_allowed_by(params: Any) -> bool:
     mode = getattr(params, "output_mode", "text")
     return bool(getattr(params, "allow_text_output", True)) and mode in ("text", "tool")
 
@@ -106,3 +117,52 @@ def _wrap_up_response(text: str, request_context: Any, usage: Any = None) -> Mod
     extra: dict[str, Any] = {"usage": usage} if usage is not None else {}
     return ModelResponse(parts=[TextPart(content=text)], model_name=getattr(model, "model_name", None),
                          finish_reason="stop", **extra)
+
+
+class _StreamStop(WrapperModel):
+    """A streamed request the budget refuses as its stream opens is answered by a stream of the wrap-up."""
+
+    @asynccontextmanager
+    async def request_stream(self, messages: Any, model_settings: Any, model_request_parameters: Any,
+                             run_context: Any = None) -> AsyncIterator[StreamedResponse]:
+        async with AsyncExitStack() as stack:
+            stream: StreamedResponse
+            try:
+                stream = await stack.enter_async_context(
+                    self.wrapped.request_stream(messages, model_settings, model_request_parameters, run_context))
+            except BudgetExceeded as exc:
+                node = _adapter.refused_here(exc)
+                if node is None or not _text_allowed_by(model_request_parameters):
+                    raise
+                stream = _WrapUpStream(model_request_parameters, _adapter.answer(node, exc), self.model_name)
+            yield stream
+
+
+@dataclass
+class _WrapUpStream(StreamedResponse):
+    """The wrap-up as a one-part text stream (nothing was sent)."""
+
+    _text: str = ""
+    _model_name: str = ""
+    _timestamp: datetime = field(default_factory=lambda: datetime.now(timezone.utc), init=False)
+
+    async def _get_event_iterator(self) -> AsyncIterator[ModelResponseStreamEvent]:
+        self.finish_reason = "stop"
+        for event in self._parts_manager.handle_text_delta(vendor_part_id=0, content=self._text):
+            yield event
+
+    @property
+    def model_name(self) -> str:
+        return self._model_name
+
+    @property
+    def provider_name(self) -> str | None:
+        return None
+
+    @property
+    def provider_url(self) -> str | None:
+        return None
+
+    @property
+    def timestamp(self) -> datetime:
+        return self._timestamp

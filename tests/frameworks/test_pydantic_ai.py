@@ -252,3 +252,17 @@ def test_uninstrument_restores_pydantic_ai_to_the_very_same_objects() -> None:
     otel_budget.uninstrument()
     assert (vars(Agent)["iter"], vars(Instrumentation)["wrap_model_request"]) == before
     assert vars(Agent)["iter"] is before[0] and vars(Instrumentation)["wrap_model_request"] is before[1]
+
+
+async def test_a_streamed_call_whose_reservation_does_not_fit_is_answered_by_a_wrap_up_stream(
+    scripted_llm: ScriptedLLM, otel: Any
+) -> None:
+    _fresh_lookups(scripted_llm)
+    agent = _agent(scripted_llm)
+    async with agent.run_stream("research", model_settings={"max_tokens": 1000},
+                                capabilities=[BudgetLimits(otel_budget.Budget(max_total_tokens=1200))]) as streamed:
+        text = await streamed.get_output()
+    assert len(scripted_llm.requests) == 1 and scripted_llm.requests[0].stream
+    assert text.startswith("Stopped at a limit: max_total_tokens") and "was not sent" in text
+    assert len(_llm_spans(otel)) == 1
+    assert _run_span(otel).attributes["stop.reason"] == "tokens"
