@@ -266,3 +266,13 @@ async def test_a_streamed_call_whose_reservation_does_not_fit_is_answered_by_a_w
     assert text.startswith("Stopped at a limit: max_total_tokens") and "was not sent" in text
     assert len(_llm_spans(otel)) == 1
     assert _run_span(otel).attributes["stop.reason"] == "tokens"
+
+
+async def test_a_streamed_answer_cut_by_the_token_cap_ends_the_run_tokens(scripted_llm: ScriptedLLM, otel: Any) -> None:
+    scripted_llm.script(Turn(text="word " * 2000, output_tokens=2000))
+    agent = _agent(scripted_llm)
+    async with agent.run_stream("write",
+                                capabilities=[BudgetLimits(otel_budget.Budget(max_total_tokens=300))]) as streamed:
+        await streamed.get_output()
+    assert scripted_llm.requests[0].body["max_completion_tokens"] < 300
+    assert _run_span(otel).attributes["stop.reason"] == "tokens"  # the cut text was streamed; the run is not done
