@@ -63,9 +63,9 @@ _graph_runs: weakref.WeakSet[RunNode] = weakref.WeakSet()
 #: (graph name, thread_id) -> usage of the thread's last top-level run (or its pause), for resumes. Bounded.
 _carried: OrderedDict[tuple[str, str], Usage | PausedRun] = OrderedDict()
 _carried_lock = threading.Lock()
+_CARRIED_MAX = 10_000
 #: Graph builder -> the budget of its `BudgetMiddleware` (None: it has none).
 _middleware_budgets: weakref.WeakKeyDictionary[Any, Budget | None] = weakref.WeakKeyDictionary()
-_CARRIED_MAX = 10_000
 
 
 def paused_run(thread_id: str, graph_name: str | None = None) -> PausedRun | None:
