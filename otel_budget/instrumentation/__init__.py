@@ -29,6 +29,7 @@ TRIGGERS: dict[str, str] = {
     "openai_agents": "agents",
     "langchain": "langchain_core",
     "claude_agent_sdk": "claude_agent_sdk",
+    "pydantic_ai": "pydantic_ai",
 }
 MODULES: tuple[str, ...] = tuple(TRIGGERS)
 

@@ -1,7 +1,9 @@
 """LangGraph / LangChain: every graph `invoke`, `ainvoke`, `stream` and `astream` is a budgeted run.
 
 - The run is named after the graph (`graph.name`, "LangGraph" unless set). Its budget is
-  `config["configurable"]["otel_budget"]` when the call brings one, else the default given to `instrument()`.
+  `config["configurable"]["otel_budget"]` when the call brings one, else that of the graph's
+  `otel_budget.langchain.BudgetMiddleware` (a LangChain v1 `create_agent` agent), else the default given to
+  `instrument()`.
 - A graph invoked while a run is active (a subgraph node, or a graph called from a tool) is a child run that
   draws from its parents: the tree is shared and `Budget.max_depth` bounds the nesting.
 - Chat models are charged by the provider patches underneath (langchain-openai uses the openai SDK,
@@ -13,6 +15,13 @@
   returns normally with that message last. `response_metadata["otel_budget"]` holds the stop reason and limit.
   A refused tool execution is not run and answers with an error `ToolMessage`. A `GraphRecursionError` after
   the run has stopped is not raised either.
+- An answer cut at the output limit the budget set (a token or cost cap, no `max_tokens` on the model) stops the
+  run with that limit (`tokens` / `cost`): the graph gets the wrap-up message instead of the cut text (with the
+  call's `usage_metadata` and the same `otel_budget` metadata), so the cut text is never presented as the answer.
+  Outside a graph run (a chat model called in a plain `run()`) the cut answer is returned as it came.
+- LangChain's own `ModelCallLimitMiddleware` / `ToolCallLimitMiddleware` (`exit_behavior="end"`) keep working; an
+  agent they end (built after `instrument()`) has stopped at a limit: the run ends `steps` / `tool_calls` with
+  `outcome.limit` `run_limit` or `thread_limit`, not `done`.
 - Resume: the usage of a top-level graph run is kept in this process per (graph name, thread_id). A call that
   resumes the thread (`Command(resume=...)` or input `None`, with a checkpointer) starts with that usage
   already consumed, so an `interrupt()` does not reset the quota. A call with new input starts fresh.
@@ -55,6 +64,8 @@ _graph_runs: weakref.WeakSet[RunNode] = weakref.WeakSet()
 _carried: OrderedDict[tuple[str, str], Usage | PausedRun] = OrderedDict()
 _carried_lock = threading.Lock()
 _CARRIED_MAX = 10_000
+#: Graph builder -> the budget of its `BudgetMiddleware` (None: it has none).
+_middleware_budgets: weakref.WeakKeyDictionary[Any, Budget | None] = weakref.WeakKeyDictionary()
 
 
 def paused_run(thread_id: str, graph_name: str | None = None) -> PausedRun | None:
@@ -84,7 +95,7 @@ class _GraphCall:
         config = args[1] if len(args) > 1 else kwargs.get("config")
         configurable = (config or {}).get("configurable") or {} if isinstance(config, dict) else {}
         self.name = str(getattr(instance, "name", None) or "LangGraph")
-        self.budget: Budget | None = budget_from(configurable)
+        self.budget: Budget | None = budget_from(configurable) or _middleware_budget(instance)
         thread = configurable.get("thread_id")
         self.thread = str(thread) if thread is not None else None
         self.resume_value = getattr(graph_input, "resume", None)
@@ -117,6 +128,29 @@ class _GraphCall:
             _carried.move_to_end(key)
             while len(_carried) > _CARRIED_MAX:
                 _carried.popitem(last=False)
+
+
+def _middleware_budget(graph: Any) -> Budget | None:
+    """The budget of a `BudgetMiddleware` in a `create_agent` graph (found once per graph builder), else None."""
+    builder = getattr(graph, "builder", None)
+    nodes = getattr(builder, "nodes", None)
+    if not isinstance(nodes, dict):
+        return None
+    try:
+        return _middleware_budgets[builder]
+    except (KeyError, TypeError):
+        pass
+    found: Budget | None = None
+    for spec in nodes.values():
+        runnable = getattr(spec, "runnable", None)
+        hook = getattr(runnable, "func", None) or getattr(runnable, "afunc", None)
+        owner = getattr(hook, "__self__", None)
+        if owner is not None and type(owner).__name__ == "BudgetMiddleware":
+            found = budget_from(owner)
+            break
+    with contextlib.suppress(TypeError):  # a builder that takes no weak reference is searched on every call
+        _middleware_budgets[builder] = found
+    return found
 
 
 def _after_stop(run: Run, exc: BaseException | None) -> BaseException | None:
@@ -308,40 +342,125 @@ def _on_loop_exit(loop: Any, exc: BaseException | None) -> None:
 # --- chat models: a refused call is answered by the wrap-up --------------------------------------------------
 
 
-def _stopped_graph_node(exc: BudgetExceeded) -> RunNode | None:
+def _graph_node() -> RunNode | None:
     node = current_run()
-    if node is None or node not in _graph_runs or node.id not in getattr(exc, "run_path", ()):
+    return node if node is not None and node in _graph_runs else None
+
+
+def _stopped_graph_node(exc: BudgetExceeded) -> RunNode | None:
+    node = _graph_node()
+    if node is None or node.id not in getattr(exc, "run_path", ()):
         return None
     return node
 
 
-def _stop_result(node: RunNode, exc: BudgetExceeded) -> Any:
+def stop_message(node: RunNode, exc: BudgetExceeded, cut: Any = None) -> Any:
+    """The wrap-up as the model's answer; for an answer the budget cut short, with that call's usage and metadata."""
     from langchain_core.messages import AIMessage
-    from langchain_core.outputs import ChatGeneration, ChatResult
 
     meta = {"otel_budget": {"stop_reason": exc.reason.value, "limit": exc.limit, "run_name": node.name}}
-    message = AIMessage(content=stop_text(node, exc), response_metadata=meta)
-    return ChatResult(generations=[ChatGeneration(message=message)])
+    if cut is None:
+        return AIMessage(content=stop_text(node, exc), response_metadata=meta)
+    return AIMessage(content=stop_text(node, exc), id=cut.id, usage_metadata=getattr(cut, "usage_metadata", None),
+                     response_metadata={**(cut.response_metadata or {}), **meta})
+
+
+def _stop_result(node: RunNode, exc: BudgetExceeded) -> Any:
+    from langchain_core.outputs import ChatGeneration, ChatResult
+
+    return ChatResult(generations=[ChatGeneration(message=stop_message(node, exc))])
+
+
+def _cut_short(node: RunNode | None, was_cut: bool, result: Any) -> Any:
+    """A graph run whose answer was just cut at the output limit the budget set (`RunNode.note_truncation`): the
+    run stops there, so the graph gets the wrap-up, not the cut text, as the model's answer."""
+    if node is None or was_cut or not node.truncated_by_budget or node.stop_state is None:
+        return result
+    try:
+        generations = result.generations
+        if len(generations) != 1:
+            return result
+        from langchain_core.outputs import ChatGeneration, ChatResult
+
+        stop = node.stop(*node.stop_state)  # the stop note_truncation recorded
+        message = stop_message(node, stop, cut=generations[0].message)
+        return ChatResult(generations=[ChatGeneration(message=message)], llm_output=result.llm_output)
+    except Exception:  # noqa: BLE001 - our bug must not break the graph
+        log.warning("otel-budget: could not replace a cut answer by the wrap-up", exc_info=True)
+        return result
 
 
 def _generate(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    node = _graph_node()
+    was_cut = node is not None and node.truncated_by_budget
     try:
-        return wrapped(*args, **kwargs)
+        result = wrapped(*args, **kwargs)
     except BudgetExceeded as exc:
-        node = _stopped_graph_node(exc)
-        if node is None:
+        stopped = _stopped_graph_node(exc)
+        if stopped is None:
             raise
-        return _stop_result(node, exc)
+        return _stop_result(stopped, exc)
+    return _cut_short(node, was_cut, result)
 
 
 async def _agenerate(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    node = _graph_node()
+    was_cut = node is not None and node.truncated_by_budget
     try:
-        return await wrapped(*args, **kwargs)
+        result = await wrapped(*args, **kwargs)
     except BudgetExceeded as exc:
-        node = _stopped_graph_node(exc)
-        if node is None:
+        stopped = _stopped_graph_node(exc)
+        if stopped is None:
             raise
-        return _stop_result(node, exc)
+        return _stop_result(stopped, exc)
+    return _cut_short(node, was_cut, result)
+
+
+# --- LangChain's own limits: an agent they end has stopped at a limit, not finished -------------------------
+
+#: LangChain v1 limit middleware -> the stop reason of a run it ends (`exit_behavior="end"`).
+_LIMIT_MIDDLEWARE = {"ModelCallLimitMiddleware": StopReason.STEPS, "ToolCallLimitMiddleware": StopReason.TOOL_CALLS}
+
+
+def _note_limit(instance: Any, result: Any) -> None:
+    """A LangChain limit middleware jumped to the end: the graph run ends with its limit (`steps` / `tool_calls`)."""
+    try:
+        if not isinstance(result, dict) or result.get("jump_to") != "end":
+            return
+        node = _graph_node()
+        reason = _LIMIT_MIDDLEWARE.get(type(instance).__name__)
+        if node is None or reason is None or node.stop_state is not None:
+            return
+        messages = result.get("messages") or []
+        text = str(getattr(messages[-1], "content", "") if messages else "")
+        limit = "thread_limit" if "thread limit" in text and "run limit" not in text else "run_limit"
+        node.stop_state = (reason, limit, f"LangChain's {type(instance).__name__} ended the agent: {text}")
+    except Exception:  # noqa: BLE001 - our bug must not break the agent
+        log.warning("otel-budget: recording a LangChain limit failed", exc_info=True)
+
+
+def _limit_hook(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    result = wrapped(*args, **kwargs)
+    _note_limit(instance, result)
+    return result
+
+
+async def _alimit_hook(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    result = await wrapped(*args, **kwargs)
+    _note_limit(instance, result)
+    return result
+
+
+def _patch_limit_middleware(patches: Patches) -> None:
+    try:
+        from langchain.agents.middleware import ModelCallLimitMiddleware, ToolCallLimitMiddleware
+    except ImportError:
+        return
+    for cls, hook in ((ModelCallLimitMiddleware, "before_model"), (ToolCallLimitMiddleware, "after_model")):
+        if hook in vars(cls):
+            patches.wrap(cls, hook, _limit_hook)
+        if f"a{hook}" in vars(cls):
+            patches.wrap(cls, f"a{hook}", _alimit_hook)
 
 
 # --- tools -----------------------------------------------------------------------------------------------
@@ -428,6 +547,7 @@ def instrument(patches: Patches) -> bool:
         from langgraph.pregel import Pregel
     except ImportError:
         return True
+    _patch_limit_middleware(patches)
     patches.wrap(Pregel, "stream", _stream)
     patches.wrap(Pregel, "astream", _astream)
     try:
@@ -442,4 +562,4 @@ def instrument(patches: Patches) -> bool:
     return True
 
 
-__all__ = ["forget_thread", "paused_run"]
+__all__ = ["forget_thread", "paused_run", "stop_message"]
