@@ -13,8 +13,11 @@ from __future__ import annotations
 import itertools
 
 from langchain.agents import create_agent
+from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
+from pydantic import SecretStr
 
 import otel_budget
 from otel_budget.langchain import BudgetMiddleware
@@ -35,11 +38,11 @@ def main() -> None:
             tool_calls=[ToolCall("search_papers", {"query": f"agent budgets, angle {next(queries)}"})],
             input_tokens=2000, output_tokens=400,
         )
-        model = ChatOpenAI(model="gpt-4o", base_url=llm.openai_base_url, api_key="offline", max_retries=0,
-                           max_tokens=400)
+        model = ChatOpenAI(model="gpt-4o", base_url=llm.openai_base_url, api_key=SecretStr("offline"), max_retries=0,
+                           max_completion_tokens=400)
         agent = create_agent(model, [search_papers], name="paper-researcher",
                              middleware=[BudgetMiddleware(budget=otel_budget.Budget(max_usd=0.05))])
-        out = agent.invoke({"messages": [("user", "Survey agent budgets")]}, {"recursion_limit": 100})
+        out = agent.invoke({"messages": [HumanMessage("Survey agent budgets")]}, RunnableConfig(recursion_limit=100))
         last = out["messages"][-1]
         print("stop:", last.response_metadata["otel_budget"])
         print("model calls sent:", len(llm.requests))

@@ -11,11 +11,13 @@ the wrap-up instead of raising::
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
+from pydantic import SecretStr
 
 import otel_budget
 from otel_budget.testing import ScriptedLLM, ToolCall, Turn
@@ -27,11 +29,12 @@ def search_papers(query: str) -> str:
     return f"3 papers about {query}"
 
 
-def build(base_url: str):  # type: ignore[no-untyped-def]
-    model = ChatOpenAI(model="gpt-4o", base_url=base_url, api_key="offline", max_retries=0, max_tokens=400)
+def build(base_url: str) -> Any:
+    model = ChatOpenAI(model="gpt-4o", base_url=base_url, api_key=SecretStr("offline"), max_retries=0,
+                       max_completion_tokens=400)
     bound = model.bind_tools([search_papers])
 
-    def agent(state: MessagesState) -> dict:
+    def agent(state: MessagesState) -> dict[str, Any]:
         return {"messages": [bound.invoke(state["messages"])]}
 
     graph = StateGraph(MessagesState)

@@ -356,7 +356,6 @@ def main(argv: list[str] | None = None) -> int:
         with otel_budget.run("invoice-agent", budget=budget) as run:
             result = solve(client, Portal(stuck=stuck))
             print("answer:", result.answer)
-    assert run.outcome is not None
     print("stop reason:", run.outcome.stop_reason.value)
     print(run.outcome.wrap_up)
     return 0

@@ -50,7 +50,7 @@ class Run:
         self._token: Token[RunNode | None] | None = None
         self._otel_token: object | None = None
         self._span: Any = None
-        self.outcome: RunOutcome | None = None
+        self._outcome: RunOutcome | None = None
 
     def _prepare(self, node: RunNode) -> dict[str, Any]:
         """Hook for subclasses (a resumed run): set the new node up before its span starts; returns span options."""
@@ -63,6 +63,21 @@ class Run:
         if self._node is None:
             raise RuntimeError("this run has not started: use it as `with otel_budget.run(...) as run:`")
         return self._node
+
+    @property
+    def outcome(self) -> RunOutcome:
+        """How the run ended (stop reason, limit, usage, wrap-up); known once the `with` block has ended."""
+        if self._outcome is None:
+            raise RuntimeError(
+                f"run {self.name!r} has not ended yet: read run.outcome after its `with` block (inside it, "
+                "run.usage and run.allows() tell how it is going)"
+            )
+        return self._outcome
+
+    @property
+    def ended(self) -> bool:
+        """Whether the run has ended (its outcome is known)."""
+        return self._outcome is not None
 
     @property
     def budget(self) -> Budget:
@@ -185,7 +200,7 @@ class Run:
             detail = "the run was cancelled."
         outcome = node.snapshot(reason, limit, detail)
         outcome.wrap_up = template_wrap_up(node, outcome, model_text)
-        node.outcome = self.outcome = outcome
+        node.outcome = self._outcome = outcome
         if self._token is not None:
             try:
                 _current.reset(self._token)
@@ -274,7 +289,7 @@ class Run:
                 result: Any = None
                 async with r:
                     result = await func(*args, **kwargs)
-                return result if r.outcome is None or r.outcome.completed else r.outcome
+                return result if r.outcome.completed else r.outcome
 
             return async_wrapper
 
@@ -284,7 +299,7 @@ class Run:
             result: Any = None
             with r:
                 result = func(*args, **kwargs)
-            return result if r.outcome is None or r.outcome.completed else r.outcome
+            return result if r.outcome.completed else r.outcome
 
         return wrapper
 

@@ -457,7 +457,7 @@ async def _process_query(wrapped: Any, instance: Any, args: tuple[Any, ...], kwa
             if session is not None:
                 session.close()
     if last is not None:
-        setattr(last, _OUTCOME_ATTR, run.outcome)
+        setattr(last, _OUTCOME_ATTR, run.node.outcome)
 
 
 # --- ClaudeSDKClient ----------------------------------------------------------------------------------------
@@ -509,7 +509,7 @@ def _end_client(instance: Any, original_options: Any, exc: BaseException | None)
         run.__exit__(type(exc) if exc else None, exc, None)
     except ValueError:  # the run was opened in another context (a different task): close it from here
         log.debug("otel-budget: closing a ClaudeSDKClient run from another context", exc_info=True)
-    setattr(instance, _OUTCOME_ATTR, run.outcome)
+    setattr(instance, _OUTCOME_ATTR, run.node.outcome)
 
 
 async def _receive_messages(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -119,7 +119,7 @@ class _GraphCall:
             node.carry_over(self.carried)
 
     def end(self, run: Run) -> None:
-        outcome = run.outcome
+        outcome = run.node.outcome
         if outcome is None or run.node.parent is not None or self.thread is None:
             return
         with _carried_lock:

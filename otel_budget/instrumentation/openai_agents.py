@@ -99,7 +99,7 @@ async def _runner_run(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs
 
 def _finish(result: Any, run: Run) -> None:
     _attach(result, run)
-    done = run.outcome
+    done = run.node.outcome
     if done is None or done.completed:
         return
     if done.paused is not None and done.paused.pending is not None and done.paused.pending.call_id:
@@ -111,7 +111,7 @@ def _finish(result: Any, run: Run) -> None:
 
 def _attach(obj: Any, run: Run) -> None:
     try:
-        setattr(obj, _OUTCOME_ATTR, run.outcome)
+        setattr(obj, _OUTCOME_ATTR, run.node.outcome)
     except Exception:  # noqa: BLE001
         pass
 
@@ -121,7 +121,7 @@ def _stopped_result(agent: Any, args: tuple[Any, ...], kwargs: dict[str, Any], r
     from agents.run_context import RunContextWrapper
     from agents.run_internal.error_handlers import create_message_output_item
 
-    text = run.outcome.wrap_up if run.outcome is not None else "Stopped at a limit."
+    text = run.node.outcome.wrap_up if run.node.outcome is not None else "Stopped at a limit."
     items = [create_message_output_item(agent, text)]
     raw_input = args[1] if len(args) > 1 else kwargs.get("input", "")
     return RunResult(
@@ -156,8 +156,8 @@ async def _start_streaming(wrapped: Any, instance: Any, args: tuple[Any, ...], k
             _max_turns_note(run.node, max_turns)
     if streamed is None:
         return
-    if not finished and run.outcome is not None:  # a stop escaped the SDK: end the stream with the wrap-up
-        streamed.final_output = run.outcome.wrap_up
+    if not finished and run.node.outcome is not None:  # a stop escaped the SDK: end the stream with the wrap-up
+        streamed.final_output = run.node.outcome.wrap_up
         streamed.is_complete = True
     _finish(streamed, run)
 

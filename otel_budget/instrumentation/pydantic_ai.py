@@ -109,13 +109,13 @@ async def _budgeted(run: Run, make: Any) -> AsyncIterator[Any]:
                 raise
     result = getattr(agent_run, "result", None)
     if stop is not None:
-        if isinstance(stop, BudgetExceeded) and run.outcome is not None:
-            stop.outcome = run.outcome
+        if isinstance(stop, BudgetExceeded) and run.node.outcome is not None:
+            stop.outcome = run.node.outcome
         _attach(stop, run)
         raise stop
     if result is not None:
         _finish(result, run)
-    elif agent_run is not None and run.outcome is not None and not run.outcome.completed:
+    elif agent_run is not None and run.node.outcome is not None and not run.node.outcome.completed:
         _attach(agent_run, run)
 
 
@@ -134,7 +134,7 @@ def _usage_limit(node: RunNode, exc: BaseException) -> BaseException | None:
 
 def _finish(result: Any, run: Run) -> None:
     _attach(result, run)
-    done = run.outcome
+    done = run.node.outcome
     if done is None or done.completed:
         return
     answered = _answered.pop(run.node, None)
@@ -145,7 +145,7 @@ def _finish(result: Any, run: Run) -> None:
 
 def _attach(obj: Any, run: Run) -> None:
     with contextlib.suppress(Exception):
-        setattr(obj, _OUTCOME_ATTR, run.outcome)
+        setattr(obj, _OUTCOME_ATTR, run.node.outcome)
 
 
 # --- what the run's capability calls ------------------------------------------------------------------------
