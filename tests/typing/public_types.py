@@ -26,3 +26,11 @@ def use_sync() -> str:
 async def use_async() -> int:
     result = await research_async("count")
     return 0 if isinstance(result, RunOutcome) else result + 1
+
+
+def use_with_block() -> str:
+    with otel_budget.run("invoice-agent", budget=otel_budget.Budget(max_steps=25, max_usd=0.80)) as run:
+        while run.allows():
+            break
+    outcome = run.outcome  # a RunOutcome once the block has ended: no Optional to narrow
+    return f"{outcome.stop_reason.value} {outcome.limit} {outcome.wrap_up}"
