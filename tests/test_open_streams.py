@@ -87,6 +87,36 @@ def test_a_helper_read_to_its_end_is_counted_once(otel, llm, oai):
     assert len(otel.chat_spans()) == 1
 
 
+def test_leaving_a_streaming_response_block_early_settles_the_call(otel, llm, oai):
+    with ob.run("raw-early", budget=BUDGET) as run:
+        with oai.chat.completions.with_streaming_response.create(model="gpt-4o", messages=MSG,
+                                                                 stream=True) as response:
+            stream = response.parse()
+            next(iter(stream))
+        assert _released(run)
+        assert run.usage.model_calls == 1 and run.usage.cost_usd > 0
+        assert [s.end_time is not None for s in otel.chat_spans()] == [True]
+    assert stream is not None and response is not None
+    assert run.outcome.usage.model_calls == 1
+
+
+def test_leaving_an_async_streaming_response_block_early_settles_the_call(otel, llm, aoai):
+    async def main() -> tuple[ob.Run, Any]:
+        async with ob.run("raw-early", budget=BUDGET) as run:
+            async with aoai.responses.with_streaming_response.create(model="gpt-4o", input="hi",
+                                                                     stream=True) as response:
+                stream = await response.parse()
+                async for _ in stream:
+                    break
+            assert _released(run)
+            assert [s.end_time is not None for s in otel.chat_spans()] == [True]
+        return run, stream
+
+    run, stream = asyncio.run(main())
+    assert stream is not None
+    assert run.outcome.usage.model_calls == 1
+
+
 def _open_sync(kind: str, oai: Any, anth: Any) -> Any:
     if kind == "chat":
         return oai.chat.completions.create(model="gpt-4o", messages=MSG, stream=True)

@@ -264,3 +264,23 @@ class RawStreamResponse(wrapt.ObjectProxy):  # type: ignore[misc]
 
     async def __aexit__(self, *exc: Any) -> Any:
         return await self.__wrapped__.__aexit__(*exc)
+
+    def close(self) -> Any:
+        """What `with_streaming_response` calls when its block ends (a coroutine for async clients)."""
+        if self._self_async:
+            return self._self_aclose()
+        try:
+            return self.__wrapped__.close()
+        finally:
+            self._self_closed()
+
+    async def _self_aclose(self) -> None:
+        try:
+            await self.__wrapped__.close()
+        finally:
+            self._self_closed()
+
+    def _self_closed(self) -> None:
+        """Leaving the block closed the response: a stream not read to its end is settled with what was seen."""
+        parsed = self._self_parsed
+        (parsed._self_final if parsed is not None else self._self_final)()
