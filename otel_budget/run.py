@@ -149,7 +149,7 @@ class Run:
         return StopReason.DONE
 
     def _finish_sync(self, exc: BaseException | None) -> bool:
-        self.node.settle_open_calls()
+        self.node.settle_open_calls()  # before the wrap-up and the outcome: a stream left open still counts
         reason = self._reason_for(exc)
         text = self._model_wrap_up_sync(reason) if self._wants_model_wrap_up(reason) else None
         return self._close(exc, reason, text)
@@ -160,7 +160,6 @@ class Run:
 
     def _close(self, exc: BaseException | None, reason: StopReason, model_text: str | None) -> bool:
         node = self.node
-        node.settle_open_calls()  # before the snapshot: a stream left open still counts
         self._release_holdback()
         limit: str | None = None
         detail = ""
