@@ -22,6 +22,8 @@ from .run import Admission, RunNode, current_run
 log = logging.getLogger(__name__)
 
 _IN_CALL: ContextVar[bool] = ContextVar("otel_budget_in_call", default=False)
+#: The guard of the call this context is sending (the SDK's retry loop asks it whether a retry still fits).
+_SENDING: ContextVar[Guard | None] = ContextVar("otel_budget_sending", default=None)
 #: Finish reasons (lowercased) of an answer cut at its output limit: chat, Responses, Anthropic, Gemini.
 TRUNCATED = frozenset({"length", "incomplete", "max_tokens", "max_output_tokens"})
 
@@ -109,10 +111,17 @@ class ModelCall:
         self.injected_usage = False  # we asked a stream for usage the caller did not ask for
 
 
+class RetryCut(Exception):
+    """Raised inside an SDK's retry loop when its next attempt would start after the run's deadline."""
+
+
 class Guard:
     """Holds one admitted call until it is settled (finish, fail or abandon: whichever comes first, once)."""
 
-    __slots__ = ("call", "node", "admission", "span", "started", "input_chars", "_done", "_lock", "__weakref__")
+    __slots__ = (
+        "call", "node", "admission", "span", "started", "input_chars", "deadline", "reader", "_done", "_lock",
+        "__weakref__",
+    )
 
     def __init__(self, call: ModelCall, node: RunNode | None, admission: Admission | None, span: Any,
                  input_chars: Callable[[], int]) -> None:
@@ -122,8 +131,16 @@ class Guard:
         self.span = span
         self.started = time.perf_counter()
         self.input_chars = input_chars
+        #: `time.monotonic()` by which the whole call must end (inf: no time limit).
+        self.deadline = math.inf
+        if node is not None and node.deadline != math.inf:
+            self.deadline = time.monotonic() + node.time_left()
+        #: A stream's reader (`apply()` writes what it saw into `call`), applied when the call is abandoned.
+        self.reader: Any = None
         self._done = False
         self._lock = threading.Lock()
+        if node is not None:
+            node.open_calls.add(self)
 
     @property
     def max_output_tokens(self) -> int | None:
@@ -134,14 +151,35 @@ class Guard:
     @property
     def timeout(self) -> float | None:
         """The time the run has left, to bound the call in flight (None: no time limit)."""
-        return self.admission.timeout if self.admission is not None else None
+        if self.deadline == math.inf:
+            return None
+        return max(0.001, self.deadline - time.monotonic())
+
+    def retry_timeout(self, delay: float) -> float | None:
+        """The SDK waits `delay` seconds, then sends the call again: the timeout of that attempt (None: no time
+        limit). Raises `RetryCut` when the attempt would start after the deadline."""
+        if self.deadline == math.inf:
+            return None
+        left = self.deadline - time.monotonic() - delay
+        if left <= 0:
+            raise RetryCut(f"the SDK's retry in {delay:.3g} s would start after the run's deadline")
+        return left
 
     def _claim(self) -> bool:
         with self._lock:
             if self._done:
                 return False
             self._done = True
-            return True
+        if self.node is not None:
+            self.node.open_calls.discard(self)
+        return True
+
+    def _time_stop(self, detail: str) -> BudgetExceeded:
+        assert self.node is not None  # a deadline comes from a run
+        return self.node.stop(StopReason.TIME, "max_seconds", detail)
+
+    def _out_of_time(self, error: BaseException) -> bool:
+        return isinstance(error, RetryCut) or time.monotonic() >= self.deadline
 
     def finish(self) -> None:
         """The call completed; `call.usage` holds what the API reported (or None)."""
@@ -149,22 +187,36 @@ class Guard:
             self._settle()
 
     def fail(self, error: BaseException) -> BaseException:
-        """The call raised. Returns the exception to raise: a time stop when the run's time ran out."""
+        """The call raised. Returns the exception to raise: a time stop when the run's time ran out (an SDK
+        timeout at the deadline, or a retry cut because it would start after it)."""
         if not self._claim():
             return error
-        self.call.error = error
+        out_of_time = not isinstance(error, BudgetExceeded) and self._out_of_time(error)
+        cause = error.__context__ if isinstance(error, RetryCut) and error.__context__ is not None else error
+        self.call.error = cause
         self._settle()
-        node = self.node
-        if node is not None and node.deadline != float("inf") and node.time_left() <= 0:
-            exc = node.stop(StopReason.TIME, "max_seconds", "the run's time ran out while a call was in flight.")
-            exc.__cause__ = error
+        if out_of_time:
+            detail = "the run's time ran out while a call was in flight."
+            if isinstance(error, RetryCut):
+                detail = f"the call failed and {error} (max_seconds)."
+            exc = self._time_stop(detail)
+            exc.__cause__ = cause
             return exc
         return error
+
+    def expire(self) -> BudgetExceeded:
+        """The deadline passed while the answer was still streaming: settle with what was seen (once) and
+        return the time stop to raise. The caller closes the stream."""
+        if self._claim():
+            self.call.error = TimeoutError("the run's time (max_seconds) ran out while the answer was streaming")
+            self._settle()
+        return self._time_stop("the run's time ran out while an answer was streaming; the stream was closed.")
 
     def send(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         """Send the admitted call. Instrumented calls nested inside pass through; a failure settles the call
         and may come back as a time stop (the run's time ran out while the call was in flight)."""
         token = _IN_CALL.set(True)
+        sending = _SENDING.set(self)
         try:
             return fn(*args, **kwargs)
         except BaseException as exc:
@@ -173,11 +225,13 @@ class Guard:
                 raise
             raise replaced from exc
         finally:
+            _SENDING.reset(sending)
             _IN_CALL.reset(token)
 
     async def asend(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         """`send` for a coroutine function."""
         token = _IN_CALL.set(True)
+        sending = _SENDING.set(self)
         try:
             return await fn(*args, **kwargs)
         except BaseException as exc:
@@ -186,11 +240,18 @@ class Guard:
                 raise
             raise replaced from exc
         finally:
+            _SENDING.reset(sending)
             _IN_CALL.reset(token)
 
     def abandon(self) -> None:
-        """The caller dropped a stream before its end: settle with what was seen."""
+        """The caller dropped a stream before its end (or its run ended first): settle with what was seen."""
         if self._claim():
+            reader = self.reader
+            if reader is not None:
+                try:
+                    reader.apply()
+                except Exception:  # noqa: BLE001
+                    log.debug("otel-budget: stream reader failed", exc_info=True)
             self._settle()
 
     def _known_chars(self) -> int:
@@ -344,4 +405,9 @@ def in_call() -> ContextVar[bool]:
     return _IN_CALL
 
 
-__all__ = ["BudgetExceeded", "Guard", "ModelCall", "TokenUsage", "begin", "in_call"]
+def sending() -> Guard | None:
+    """The guard of the call this context is sending right now, or None."""
+    return _SENDING.get()
+
+
+__all__ = ["BudgetExceeded", "Guard", "ModelCall", "RetryCut", "TokenUsage", "begin", "in_call", "sending"]

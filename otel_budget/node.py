@@ -268,6 +268,7 @@ class RunNode:
         self.unenforced = 0  # calls a shared store let through without its cap (fail="open")
         self.truncated_by_budget = False  # an answer was cut at the output limit the budget set (note_truncation)
         self.framework_approval = False  # a framework pauses for approval itself (see ApprovalState.on_request)
+        self.open_calls: set[Any] = set()  # calls admitted here and not settled yet (calls.Guard)
 
     # --- limits -----------------------------------------------------------------------------------------
 
@@ -746,6 +747,12 @@ class RunNode:
                 if cost is None:
                     st["unpriced"] += 1
         self._check_near()
+
+    def settle_open_calls(self) -> None:
+        """Settle the calls still open when the run ends (a stream left unread): each with the best estimate of
+        what it consumed, so the outcome counts them."""
+        for guard in list(self.open_calls):
+            guard.abandon()
 
     def note_truncation(self, adm: Admission) -> None:
         """The answer of an admitted call was cut at the output limit the budget set: the budget, not the model,

@@ -127,6 +127,7 @@ class Run:
         return self
 
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        self.node.settle_open_calls()
         reason = self._reason_for(exc)
         text = await self._model_wrap_up_async(reason) if self._wants_model_wrap_up(reason) else None
         return self._close(exc, reason, text)
@@ -176,6 +177,7 @@ class Run:
         return StopReason.DONE
 
     def _finish_sync(self, exc: BaseException | None) -> bool:
+        self.node.settle_open_calls()  # before the wrap-up and the outcome: a stream left open still counts
         reason = self._reason_for(exc)
         text = self._model_wrap_up_sync(reason) if self._wants_model_wrap_up(reason) else None
         return self._close(exc, reason, text)

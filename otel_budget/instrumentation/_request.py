@@ -160,6 +160,39 @@ async def admit_async(start: Callable[[], T]) -> T:
             return start()  # nothing settled in time: admit once more without waiting (a refusal, likely)
 
 
+def lower_timeout(options: Any, seconds: float | None) -> None:
+    """Lower the request's timeout (the SDK's per-attempt timeout) to `seconds`, the time the run has left."""
+    if seconds is None:
+        return
+    current = options.timeout
+    if not isinstance(current, (int, float)) or isinstance(current, bool) or current > seconds:
+        options.timeout = seconds
+
+
+def retry_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Wraps the SDK's `_calculate_retry_timeout(remaining_retries, options, headers)`, asked before each retry
+    sleep with the options the next attempt copies: that attempt gets the time left after the sleep as its
+    timeout, and a retry that would start after the run's deadline is not made (the guard raises the time stop).
+    """
+    delay = wrapped(*args, **kwargs)
+    guard = calls.sending()
+    if guard is None:
+        return delay
+    timeout = guard.retry_timeout(float(delay))  # RetryCut: a budget decision, it propagates
+    try:
+        options = args[1] if len(args) > 1 else kwargs.get("options")
+        if options is not None:
+            lower_timeout(options, timeout)
+    except Exception:  # noqa: BLE001
+        log.debug("otel-budget: could not lower a retry's timeout", exc_info=True)
+    return delay
+
+
+def wrap_retries(patches: Patches, base_client: type) -> None:
+    """Bound the SDK's own retries by the run's deadline (see `retry_wrapper`)."""
+    patches.wrap(base_client, "_calculate_retry_timeout", retry_wrapper)
+
+
 def wrap_request(patches: Patches, base: type, wrapper: Any) -> None:
     """Wrap `base.request` and every subclass's own `request`.
 

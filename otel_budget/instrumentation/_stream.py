@@ -1,13 +1,26 @@
-"""Stream proxies that settle a call exactly once: exhausted, failed, closed, exited or garbage-collected."""
+"""Stream proxies that settle a call exactly once: exhausted, failed, closed, exited or garbage-collected.
+
+A stream also ends at the run's deadline: the first event read after it closes the stream, settles the call with
+what was seen and raises the time stop. An async stream does not wait past the deadline for its next event
+either; a sync read waits at most its read timeout (the time the run had left when the call was sent).
+"""
 
 from __future__ import annotations
 
 import logging
+import math
+import time
 import weakref
 from typing import Any, Protocol
 
 import wrapt
 
+try:
+    import anyio
+except ImportError:  # pragma: no cover - the async SDKs we wrap all depend on anyio
+    anyio = None  # type: ignore[assignment]
+
+from ..budget import BudgetExceeded
 from ..calls import Guard
 
 log = logging.getLogger(__name__)
@@ -35,11 +48,35 @@ def _finish(guard: Guard, acc: Accumulator, error: BaseException | None = None) 
 
 
 def _abandon(guard: Guard, acc: Accumulator) -> None:
+    guard.abandon()  # applies the guard's reader (acc) first
+
+
+def _expired(guard: Guard, acc: Accumulator) -> BudgetExceeded:
     try:
         acc.apply()
     except Exception:  # noqa: BLE001
-        pass
-    guard.abandon()
+        log.debug("otel-budget: stream accumulator failed", exc_info=True)
+    return guard.expire()
+
+
+class _Response(wrapt.ObjectProxy):  # type: ignore[misc]
+    """The HTTP response under a stream proxy: the SDK's `.stream()` helpers close it directly, which settles."""
+
+    def __init__(self, wrapped: Any, final: weakref.finalize) -> None:
+        super().__init__(wrapped)
+        self._self_final = final
+
+    def close(self) -> None:
+        try:
+            self.__wrapped__.close()
+        finally:
+            self._self_final()
+
+    async def aclose(self) -> None:
+        try:
+            await self.__wrapped__.aclose()
+        finally:
+            self._self_final()
 
 
 def _feed(acc: Accumulator, item: Any) -> bool:
@@ -58,12 +95,18 @@ class SyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
         self._self_guard = guard
         self._self_acc = acc
         self._self_final = weakref.finalize(self, _abandon, guard, acc)
+        guard.reader = acc
+
+    @property
+    def response(self) -> Any:
+        return _Response(self.__wrapped__.response, self._self_final)
 
     def __iter__(self) -> SyncStream:
         return self
 
     def __next__(self) -> Any:
         nxt = self.__wrapped__.__next__
+        deadline = self._self_guard.deadline
         while True:
             try:
                 item = nxt()
@@ -77,8 +120,20 @@ class SyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
                 if replaced is None or replaced is exc:
                     raise
                 raise replaced from exc
-            if _feed(self._self_acc, item):
+            visible = _feed(self._self_acc, item)
+            if time.monotonic() >= deadline:
+                raise self._self_expire()
+            if visible:
                 return item
+
+    def _self_expire(self) -> BudgetExceeded:
+        self._self_final.detach()
+        stop = _expired(self._self_guard, self._self_acc)
+        try:
+            self.__wrapped__.close()
+        except Exception:  # noqa: BLE001
+            log.debug("otel-budget: closing an expired stream failed", exc_info=True)
+        return stop
 
     def close(self) -> None:
         try:
@@ -102,15 +157,27 @@ class AsyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
         self._self_guard = guard
         self._self_acc = acc
         self._self_final = weakref.finalize(self, _abandon, guard, acc)
+        guard.reader = acc
+
+    @property
+    def response(self) -> Any:
+        return _Response(self.__wrapped__.response, self._self_final)
 
     def __aiter__(self) -> AsyncStream:
         return self
 
     async def __anext__(self) -> Any:
         nxt = self.__wrapped__.__anext__
+        deadline = self._self_guard.deadline
         while True:
+            silent = False
             try:
-                item = await nxt()
+                if deadline == math.inf or anyio is None:
+                    item = await nxt()
+                else:
+                    with anyio.move_on_after(max(0.0, deadline - time.monotonic())) as scope:
+                        item = await nxt()
+                    silent = scope.cancelled_caught  # no event came before the deadline
             except StopAsyncIteration:
                 self._self_final.detach()
                 _finish(self._self_guard, self._self_acc)
@@ -121,8 +188,22 @@ class AsyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
                 if replaced is None or replaced is exc:
                     raise
                 raise replaced from exc
-            if _feed(self._self_acc, item):
+            if silent:
+                raise await self._self_expire()
+            visible = _feed(self._self_acc, item)
+            if time.monotonic() >= deadline:
+                raise await self._self_expire()
+            if visible:
                 return item
+
+    async def _self_expire(self) -> BudgetExceeded:
+        self._self_final.detach()
+        stop = _expired(self._self_guard, self._self_acc)
+        try:
+            await self.__wrapped__.close()
+        except Exception:  # noqa: BLE001
+            log.debug("otel-budget: closing an expired stream failed", exc_info=True)
+        return stop
 
     async def close(self) -> None:
         try:
@@ -150,6 +231,7 @@ class RawStreamResponse(wrapt.ObjectProxy):  # type: ignore[misc]
         self._self_async = is_async
         self._self_parsed: Any = None
         self._self_final = weakref.finalize(self, _abandon, guard, acc)
+        guard.reader = acc
 
     def _self_wrap(self, parsed: Any) -> Any:
         if self._self_parsed is None:
@@ -182,3 +264,23 @@ class RawStreamResponse(wrapt.ObjectProxy):  # type: ignore[misc]
 
     async def __aexit__(self, *exc: Any) -> Any:
         return await self.__wrapped__.__aexit__(*exc)
+
+    def close(self) -> Any:
+        """What `with_streaming_response` calls when its block ends (a coroutine for async clients)."""
+        if self._self_async:
+            return self._self_aclose()
+        try:
+            return self.__wrapped__.close()
+        finally:
+            self._self_closed()
+
+    async def _self_aclose(self) -> None:
+        try:
+            await self.__wrapped__.close()
+        finally:
+            self._self_closed()
+
+    def _self_closed(self) -> None:
+        """Leaving the block closed the response: a stream not read to its end is settled with what was seen."""
+        parsed = self._self_parsed
+        (parsed._self_final if parsed is not None else self._self_final)()

@@ -123,10 +123,7 @@ class AnthropicAdapter:
             return
         if guard.max_output_tokens is not None and isinstance(options.json_data, dict):
             options.json_data = {**options.json_data, "max_tokens": guard.max_output_tokens}
-        if guard.timeout is not None:
-            current = options.timeout
-            if not isinstance(current, (int, float)) or current > guard.timeout:
-                options.timeout = guard.timeout
+        _request.lower_timeout(options, guard.timeout)
 
     def read(self, result: Any, call: ModelCall) -> None:
         if not hasattr(result, "usage") and hasattr(result, "parse"):
@@ -182,4 +179,5 @@ def instrument(patches: Patches) -> bool:
     adapter = AnthropicAdapter()
     _request.wrap_request(patches, _base_client.SyncAPIClient, _request.sync_wrapper(adapter))
     _request.wrap_request(patches, _base_client.AsyncAPIClient, _request.async_wrapper(adapter))
+    _request.wrap_retries(patches, _base_client.BaseClient)
     return True

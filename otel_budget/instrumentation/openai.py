@@ -220,10 +220,8 @@ class OpenAIAdapter:
                 call.injected_usage = True
         if changed:
             options.json_data = {**body, **changed}
-        if guard is not None and guard.timeout is not None:
-            current = options.timeout
-            if not isinstance(current, (int, float)) or current > guard.timeout:
-                options.timeout = guard.timeout
+        if guard is not None:
+            _request.lower_timeout(options, guard.timeout)
 
     def read(self, result: Any, call: ModelCall) -> None:
         kind = _get(result, "object")
@@ -268,4 +266,5 @@ def instrument(patches: Patches) -> bool:
     adapter = OpenAIAdapter()
     _request.wrap_request(patches, _base_client.SyncAPIClient, _request.sync_wrapper(adapter))
     _request.wrap_request(patches, _base_client.AsyncAPIClient, _request.async_wrapper(adapter))
+    _request.wrap_retries(patches, _base_client.BaseClient)
     return True

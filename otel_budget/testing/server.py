@@ -262,7 +262,7 @@ class _Handler(BaseHTTPRequestHandler):
         if turn.delay > 0:
             time.sleep(turn.delay)
         if turn.status != 200:
-            self._send_error(api, turn.status, turn.error_message)
+            self._send_error(api, turn.status, turn.error_message, retry_after=turn.retry_after)
             return
         self._answer(api, body, len(raw), turn)
 
@@ -302,17 +302,23 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(length) if length > 0 else b""
 
-    def _send_error(self, api: str, status: int, message: str, retry: bool = True) -> None:
+    def _send_error(
+        self, api: str, status: int, message: str, retry: bool = True, retry_after: float | None = None
+    ) -> None:
         module: Any = {"anthropic": anthropic_api, "gemini": gemini_api}.get(api.split(".")[0], openai_api)
-        self._send_json(status, module.error_body(status, message), retry=retry)
+        self._send_json(status, module.error_body(status, message), retry=retry, retry_after=retry_after)
 
-    def _send_json(self, status: int, payload: dict[str, Any], retry: bool = True) -> None:
+    def _send_json(
+        self, status: int, payload: dict[str, Any], retry: bool = True, retry_after: float | None = None
+    ) -> None:
         data = json.dumps(payload).encode()
         try:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
-            if status == 429:
+            if retry_after is not None:
+                self.send_header("Retry-After", f"{retry_after:g}")
+            elif status == 429:
                 self.send_header("Retry-After", "0")
             if not retry:
                 self.send_header("x-should-retry", "false")

@@ -41,6 +41,8 @@ class Turn:
     status: int = 200
     """Anything but 200 answers with the provider's error JSON and this HTTP status."""
     error_message: str = "scripted error"
+    retry_after: float | None = None
+    """Error answers: the ``Retry-After`` header, in seconds (``None``: only a 429 gets one, of 0)."""
     model: str | None = None
     """Model named in the response; ``None`` echoes the request's model."""
     chunks: int | None = None
