@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from .. import calls, config
 from ._patch import Patches
+from ._peers import mark_refused, quiet_inside
 from ._stream import Accumulator, AsyncStream, RawStreamResponse, SyncStream
 
 log = logging.getLogger(__name__)
@@ -70,12 +71,16 @@ def _start(adapter: Adapter, instance: Any, args: tuple[Any, ...], kwargs: dict[
         return None
     if call is None:
         return None
-    guard = calls.begin(
-        call,
-        lambda: body_chars(options),
-        summarize=_safe(adapter, instance, call),
-        capture_input=lambda: _capture(options),
-    )  # BudgetExceeded / UnknownPriceError propagate: a budget decision
+    try:
+        guard = calls.begin(
+            call,
+            lambda: body_chars(options),
+            summarize=_safe(adapter, instance, call),
+            capture_input=lambda: _capture(options),
+        )  # BudgetExceeded / UnknownPriceError propagate: a budget decision
+    except calls.BudgetExceeded as exc:
+        mark_refused(call.operation, call.model, exc.reason.value, exc.limit)
+        raise
     try:
         adapter.prepare(options, call, guard)
     except Exception:  # noqa: BLE001
@@ -119,7 +124,8 @@ def sync_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
         guard, call, options, stream = started
         if guard is None:
             return wrapped(*args, **kwargs)
-        result = guard.send(wrapped, *args, **kwargs)
+        with quiet_inside(wrapped):  # another instrumentor's wrapper inside ours: our span is the call's span
+            result = guard.send(wrapped, *args, **kwargs)
         return _after(adapter, guard, call, options, result, stream, False)
 
     return wrapper
@@ -135,7 +141,8 @@ def async_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
         guard, call, options, stream = started
         if guard is None:
             return await wrapped(*args, **kwargs)
-        result = await guard.asend(wrapped, *args, **kwargs)
+        with quiet_inside(wrapped):
+            result = await guard.asend(wrapped, *args, **kwargs)
         return _after(adapter, guard, call, options, result, stream, True)
 
     return wrapper
