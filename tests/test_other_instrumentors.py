@@ -195,3 +195,19 @@ def test_a_wrapper_over_ours_is_not_clobbered_by_uninstrument_and_ours_passes_th
             del openai.OpenAI.request
         else:
             openai.OpenAI.request = original
+
+
+def test_a_peer_scopes_agent_span_around_the_call_is_not_taken_over(llm: Any, oai: openai.OpenAI,
+                                                                     exporter: Any) -> None:
+    from opentelemetry import trace
+
+    ob.instrument()
+    try:
+        tracer = trace.get_tracer("opentelemetry.util.genai.handler")  # util-genai also spans agents and tools
+        llm.default = Turn(text="x", input_tokens=10, output_tokens=2)
+        with tracer.start_as_current_span("invoke_agent writer", attributes={"gen_ai.operation.name": "invoke_agent"}):
+            ask(oai)
+    finally:
+        ob.uninstrument()
+    names = {(s.name, s.instrumentation_scope.name) for s in exporter.get_finished_spans()}
+    assert names == {("invoke_agent writer", "opentelemetry.util.genai.handler"), ("chat gpt-4o", "otel_budget")}

@@ -37,6 +37,10 @@ PEER_SCOPES = frozenset({
 })
 
 
+#: GenAI operations of a model call (an agent or tool span of the same instrumentor is not one to adopt).
+_LLM_OPERATIONS = frozenset({sc.OP_CHAT, sc.OP_GENERATE_CONTENT, "text_completion"})
+
+
 @contextlib.contextmanager
 def quiet_inside(wrapped: Any) -> Iterator[None]:
     """While we send a call through `wrapped`: when it is another instrumentor's wrapper, it is told to stay quiet."""
@@ -72,7 +76,12 @@ def peer_span() -> AdoptedSpan | None:
     if not span.is_recording() or getattr(span, "end_time", 0) is not None:
         return None
     scope = getattr(getattr(span, "instrumentation_scope", None), "name", None)
-    return AdoptedSpan(span) if scope in PEER_SCOPES else None
+    if scope not in PEER_SCOPES:
+        return None
+    attrs = getattr(span, "attributes", None) or {}
+    kind = attrs.get(sc.OI_SPAN_KIND)
+    is_llm = kind == sc.OI_KIND_LLM if kind is not None else attrs.get(sc.GEN_AI_OPERATION_NAME) in _LLM_OPERATIONS
+    return AdoptedSpan(span) if is_llm else None
 
 
 def mark_refused(operation: str, model: str, reason: str, limit: str | None) -> None:
