@@ -264,3 +264,21 @@ async def test_budget_hooks_give_the_run_its_budget(scripted_llm: ScriptedLLM, o
     assert outcome(streamed).stop_reason == "steps" and len(scripted_llm.requests) == 3
     with pytest.raises(TypeError, match="otel_budget.Budget"):
         BudgetHooks({"max_steps": 1})  # type: ignore[arg-type]
+
+
+async def test_a_stop_with_the_chat_completions_model_is_no_failed_model_call_either(
+    scripted_llm: ScriptedLLM, otel, sdk_trace: _SdkSpans, caplog  # type: ignore[no-untyped-def]
+) -> None:
+    from agents import OpenAIChatCompletionsModel
+
+    caplog.set_level("DEBUG", logger="openai.agents")
+    client = AsyncOpenAI(base_url=scripted_llm.openai_base_url, api_key="x", max_retries=0)
+    agent = Agent(name="helper", instructions="Help.", tools=[lookup],
+                  model=OpenAIChatCompletionsModel(model=MODEL, openai_client=client))
+    turns = iter(range(100))
+    scripted_llm.responder = lambda req: Turn(tool_calls=[ToolCall("lookup", {"q": str(next(turns))})])
+    result = await Runner.run(agent, "go", context={"otel_budget": otel_budget.Budget(max_steps=2)})
+    assert outcome(result).stop_reason == "steps" and result.final_output.startswith("Stopped at a limit")
+    assert [r.api for r in scripted_llm.requests] == ["openai.chat", "openai.chat"]
+    assert sdk_trace.errors() == [] and _sdk_errors(caplog) == []
+    assert len(sdk_trace.of_type("generation")) == 2  # the chat model's own span, one per request sent
