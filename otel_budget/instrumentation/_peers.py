@@ -41,12 +41,14 @@ PEER_SCOPES = frozenset({
 _LLM_OPERATIONS = frozenset({sc.OP_CHAT, sc.OP_GENERATE_CONTENT, "text_completion"})
 
 
+def is_wrapper(wrapped: Any) -> bool:
+    """Whether the function we are about to call is another instrumentor's wrapper (a wrapt proxy)."""
+    return isinstance(wrapped, PROXY)
+
+
 @contextlib.contextmanager
-def quiet_inside(wrapped: Any) -> Iterator[None]:
-    """While we send a call through `wrapped`: when it is another instrumentor's wrapper, it is told to stay quiet."""
-    if not isinstance(wrapped, PROXY):
-        yield
-        return
+def quiet() -> Iterator[None]:
+    """Tell the instrumentors below to stay quiet for this call (OpenTelemetry's suppress-instrumentation key)."""
     token = otel_context.attach(otel_context.set_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY, True))
     try:
         yield

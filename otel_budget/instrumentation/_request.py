@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from .. import calls, config
 from ._patch import Patches
-from ._peers import mark_refused, quiet_inside
+from ._peers import is_wrapper, mark_refused, quiet
 from ._stream import Accumulator, AsyncStream, RawStreamResponse, SyncStream
 
 log = logging.getLogger(__name__)
@@ -124,7 +124,10 @@ def sync_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
         guard, call, options, stream = started
         if guard is None:
             return wrapped(*args, **kwargs)
-        with quiet_inside(wrapped):  # another instrumentor's wrapper inside ours: our span is the call's span
+        if is_wrapper(wrapped):  # another instrumentor's wrapper inside ours: our span is the call's span
+            with quiet():
+                result = guard.send(wrapped, *args, **kwargs)
+        else:
             result = guard.send(wrapped, *args, **kwargs)
         return _after(adapter, guard, call, options, result, stream, False)
 
@@ -141,7 +144,10 @@ def async_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
         guard, call, options, stream = started
         if guard is None:
             return await wrapped(*args, **kwargs)
-        with quiet_inside(wrapped):
+        if is_wrapper(wrapped):
+            with quiet():
+                result = await guard.asend(wrapped, *args, **kwargs)
+        else:
             result = await guard.asend(wrapped, *args, **kwargs)
         return _after(adapter, guard, call, options, result, stream, True)
 
