@@ -47,4 +47,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/overhead.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .phoenix-venv .pytest_cache .mypy_cache .ruff_cache

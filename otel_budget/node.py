@@ -675,6 +675,17 @@ class RunNode:
         self._settle_shared(adm.shared, {})
         self._done(adm)
 
+    def precheck(self, provider: str, model: str, max_output: int | None, input_chars: Callable[[], int]) -> None:
+        """Raise BudgetExceeded (recording the stop) when a call like this would be refused now; keeps nothing.
+
+        For a framework that must end its turn before it attempts a call (the call is still admitted when sent).
+        `input_chars` should not exceed the request's size, so that what this refuses `admit` would refuse too."""
+        adm = self.admit(provider, model, max_output, input_chars)
+        self.release(adm)
+        with self.lock:
+            if self.root.turns == adm.turn:  # the probe takes no turn number (unless another call came in between)
+                self.root.turns -= 1
+
     # --- shared (fleet) scopes ----------------------------------------------------------------------------
 
     def _reserve_shared(self, amounts: dict[str, float], what: str, local: dict[str, float]) -> list[lg.Reservation]:

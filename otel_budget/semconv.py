@@ -39,6 +39,7 @@ OI_SPAN_KIND = "openinference.span.kind"
 OI_KIND_LLM = "LLM"
 OI_KIND_AGENT = "AGENT"
 OI_KIND_TOOL = "TOOL"
+OI_KIND_GUARDRAIL = "GUARDRAIL"  # another instrumentor's span of a call the budget refused (never sent)
 OI_LLM_MODEL_NAME = "llm.model_name"
 OI_LLM_PROVIDER = "llm.provider"
 OI_TOKEN_PROMPT = "llm.token_count.prompt"

@@ -163,6 +163,13 @@ class Telemetry:
         }
         if call.max_output_tokens is not None:
             attrs[sc.GEN_AI_REQUEST_MAX_TOKENS] = call.max_output_tokens
+        from .instrumentation._peers import peer_span
+
+        peer = peer_span()  # another instrumentor's span of this very call: one LLM span, ours in content
+        if peer is not None:
+            peer.update_name(f"{call.operation} {call.model}")
+            peer.set_attributes(attrs)
+            return peer
         return self.tracer.start_span(f"{call.operation} {call.model}", kind=SpanKind.CLIENT, attributes=attrs)
 
     def end_call(self, call: ModelCall, span: Any, duration: float, run_name: str | None) -> None:

@@ -14,6 +14,7 @@ from typing import Any, Protocol, TypeVar
 from .. import calls, config
 from ..node import RoomPending, may_await_room
 from ._patch import Patches
+from ._peers import is_wrapper, mark_refused, quiet
 from ._stream import Accumulator, AsyncStream, RawStreamResponse, SyncStream
 
 log = logging.getLogger(__name__)
@@ -73,12 +74,16 @@ def _start(adapter: Adapter, instance: Any, args: tuple[Any, ...], kwargs: dict[
         return None
     if call is None:
         return None
-    guard = calls.begin(
-        call,
-        lambda: body_chars(options),
-        summarize=_safe(adapter, instance, call),
-        capture_input=lambda: _capture(options),
-    )  # BudgetExceeded / UnknownPriceError propagate: a budget decision
+    try:
+        guard = calls.begin(
+            call,
+            lambda: body_chars(options),
+            summarize=_safe(adapter, instance, call),
+            capture_input=lambda: _capture(options),
+        )  # BudgetExceeded / UnknownPriceError propagate: a budget decision
+    except calls.BudgetExceeded as exc:
+        mark_refused(call.operation, call.model, exc.reason.value, exc.limit)
+        raise
     try:
         adapter.prepare(options, call, guard)
     except Exception:  # noqa: BLE001
@@ -122,7 +127,11 @@ def sync_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
         guard, call, options, stream = started
         if guard is None:
             return wrapped(*args, **kwargs)
-        result = guard.send(wrapped, *args, **kwargs)
+        if is_wrapper(wrapped):  # another instrumentor's wrapper inside ours: our span is the call's span
+            with quiet():
+                result = guard.send(wrapped, *args, **kwargs)
+        else:
+            result = guard.send(wrapped, *args, **kwargs)
         return _after(adapter, guard, call, options, result, stream, False)
 
     return wrapper
@@ -138,7 +147,11 @@ def async_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
         guard, call, options, stream = started
         if guard is None:
             return await wrapped(*args, **kwargs)
-        result = await guard.asend(wrapped, *args, **kwargs)
+        if is_wrapper(wrapped):
+            with quiet():
+                result = await guard.asend(wrapped, *args, **kwargs)
+        else:
+            result = await guard.asend(wrapped, *args, **kwargs)
         return _after(adapter, guard, call, options, result, stream, True)
 
     return wrapper

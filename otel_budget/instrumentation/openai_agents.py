@@ -36,11 +36,12 @@ from typing import Any
 
 from opentelemetry import trace
 
+from .. import semconv as sc
 from ..approval import PausedRun, PendingCall, ResumedRun, needs_approval, pause, resume
-from ..budget import BudgetExceeded, RunOutcome, StopReason
+from ..budget import Budget, BudgetExceeded, RunOutcome, StopReason
 from ..run import Run, RunNode, canonical_arguments, current_run
 from ..tools import begin_tool, end_tool
-from ._framework import budget_from, stop_text
+from ._framework import BUDGET_KEY, budget_from, stop_text
 from ._patch import Patches
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,8 @@ _answered: weakref.WeakKeyDictionary[RunNode, str] = weakref.WeakKeyDictionary()
 _paused: OrderedDict[str, PausedRun] = OrderedDict()
 _paused_lock = threading.Lock()
 _PAUSED_MAX = 10_000
+#: Our top-level key in the SDK's `RunState` JSON: the pause (quota used, decisions) travels with the state.
+_STATE_KEY = "otel_budget"
 
 
 def outcome(result: Any) -> RunOutcome | None:
@@ -74,7 +77,7 @@ def _max_turns_note(node: RunNode, max_turns: Any) -> None:
 async def _runner_run(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     agent = args[0] if args else kwargs.get("starting_agent")
     run_state = args[1] if len(args) > 1 else kwargs.get("input")
-    run, items = _open_run(agent, kwargs.get("context"), run_state)
+    run, items = _open_run(agent, kwargs.get("context"), run_state, kwargs.get("hooks"))
     result: Any = None
     max_turns_error: BaseException | None = None
     async with run:
@@ -142,7 +145,8 @@ async def _start_streaming(wrapped: Any, instance: Any, args: tuple[Any, ...], k
     streamed = kwargs.get("streamed_result")
     wrapper = kwargs.get("context_wrapper")
     run_state = kwargs.get("run_state")
-    run, items = _open_run(kwargs.get("starting_agent"), getattr(wrapper, "context", None), run_state)
+    run, items = _open_run(kwargs.get("starting_agent"), getattr(wrapper, "context", None), run_state,
+                           kwargs.get("hooks"))
     finished = False
     async with run:
         _enter(run, run_state, items)
@@ -200,6 +204,52 @@ async def load_state(agent: Any, paused: PausedRun | str) -> Any:
     return state
 
 
+def _paused_for(run_state: Any) -> PausedRun | None:
+    """The pause (kept in this process) that a `RunState`'s interruptions wait on, if any."""
+    try:
+        items = list(run_state.get_interruptions())
+    except Exception:  # noqa: BLE001
+        return None
+    for item in items:
+        tool, _arguments, call_id = _call_of(item)
+        with _paused_lock:
+            paused = _paused.get(call_id) if call_id else None
+        if paused is not None and paused.pending is not None and paused.pending.tool == tool:
+            return paused
+    return None
+
+
+def _state_to_json(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """`RunState.to_json()`: a Budget in a mapping context becomes its JSON fields (so `to_string()` works), and
+    a state paused by us carries the pause, so `RunState.from_string` in another process keeps the quota."""
+    data = wrapped(*args, **kwargs)
+    try:
+        entry = data.get("context") if isinstance(data, dict) else None
+        context = entry.get("context") if isinstance(entry, dict) else None
+        if isinstance(context, dict) and isinstance(context.get(BUDGET_KEY), Budget):
+            context[BUDGET_KEY] = context[BUDGET_KEY].model_dump(mode="json", exclude_defaults=True)
+        paused = _paused_for(instance)
+        if paused is not None:
+            data[_STATE_KEY] = {"paused": paused.model_dump(mode="json", exclude={"state"})}
+    except Exception:  # noqa: BLE001 - our bug must not break the SDK's serialization
+        log.warning("otel-budget: could not add the budget to a serialized RunState", exc_info=True)
+    return data
+
+
+async def _state_from_json(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """`RunState.from_json()` / `from_string()`: a pause carried in the JSON is kept for the resuming run."""
+    state_json = args[1] if len(args) > 1 else kwargs.get("state_json")
+    ours = state_json.get(_STATE_KEY) if isinstance(state_json, dict) else None
+    state = await wrapped(*args, **kwargs)
+    if isinstance(ours, Mapping) and isinstance(ours.get("paused"), Mapping):
+        try:
+            _remember(PausedRun.model_validate(ours["paused"]))
+        except Exception:  # noqa: BLE001 - the state resumes as a fresh run; say so
+            log.warning("otel-budget: could not read the pause saved in a RunState; resuming without it",
+                        exc_info=True)
+    return state
+
+
 def _resumption(run_state: Any) -> tuple[PausedRun, bool | None, list[Any]] | None:
     """For an SDK `RunState` given as input: the paused run it goes on from, the decision on the pending call,
     and the interruptions (None when the state did not come from one of our pauses)."""
@@ -235,12 +285,14 @@ def _decision(run_state: Any, tool: str, call_id: str | None) -> bool | None:
     return status if isinstance(status, bool) else None
 
 
-def _open_run(agent: Any, context: Any, run_state: Any) -> tuple[Run, list[Any]]:
+def _open_run(agent: Any, context: Any, run_state: Any, hooks: Any = None) -> tuple[Run, list[Any]]:
     """The run of a `Runner.run`: a fresh one, or, for a state paused by us, the paused run going on (with the
-    state's interruptions)."""
+    state's interruptions). The budget comes from the context, else from `hooks=BudgetHooks(...)`."""
     if context is None and run_state is not None:
         context = getattr(getattr(run_state, "_context", None), "context", None)
-    budget = budget_from(context)
+    budget = budget_from(context) or getattr(hooks, "budget", None)
+    if not isinstance(budget, Budget):
+        budget = None
     found = _resumption(run_state)
     if found is None:
         return Run(_agent_name(agent), budget), []
@@ -370,6 +422,85 @@ async def _get_response(wrapped: Any, instance: Any, args: tuple[Any, ...], kwar
         return ModelResponse(output=[_wrap_up_message(node, stop)], usage=Usage(), response_id=None)
 
 
+#: Input fields whose text is sent as it is: their length is a lower bound of the request's size.
+_TEXT_FIELDS = frozenset({"content", "text", "arguments", "output", "input"})
+
+
+def _text_chars(value: Any, counted: bool = True) -> int:
+    if isinstance(value, str):
+        return len(value) if counted else 0
+    if isinstance(value, Mapping):
+        return sum(_text_chars(v, k in _TEXT_FIELDS) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return sum(_text_chars(v, counted) for v in value)
+    return 0
+
+
+def _model_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """(system instructions, input, model settings) of a `Model.get_response` / `stream_response` call."""
+    names = ("system_instructions", "input", "model_settings")
+    values = [args[i] if len(args) > i else kwargs.get(name) for i, name in enumerate(names)]
+    return values[0], values[1], values[2]
+
+
+def _precheck(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[RunNode, BudgetExceeded] | None:
+    """The stop, when the budget would refuse this model call: found before the SDK attempts the call, so its
+    trace and logs show a run that ended, not a failed model call. The call itself is admitted when sent."""
+    node = current_run()
+    name = getattr(model, "model", None)
+    if node is None or not isinstance(name, str):
+        return None
+    try:
+        instructions, items, settings = _model_args(args, kwargs)
+        max_tokens = getattr(settings, "max_tokens", None)
+        chars = len(instructions or "") + _text_chars(items)
+    except Exception:  # noqa: BLE001 - our bug: the call goes on and is admitted when sent
+        log.debug("otel-budget: could not read an Agents SDK model call", exc_info=True)
+        return None
+    try:
+        node.precheck(sc.PROVIDER_OPENAI, name, max_tokens if isinstance(max_tokens, int) else None, lambda: chars)
+    except BudgetExceeded as exc:
+        return (node, exc) if node.id in getattr(exc, "run_path", ()) else None
+    return None
+
+
+async def _model_get_response(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    found = _precheck(instance, args, kwargs)
+    if found is None:
+        return await wrapped(*args, **kwargs)
+    from agents.items import ModelResponse
+    from agents.usage import Usage
+
+    return ModelResponse(output=[_wrap_up_message(*found)], usage=Usage(), response_id=None)
+
+
+def _model_stream_response(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return _prechecked_stream(wrapped, instance, args, kwargs)
+
+
+async def _prechecked_stream(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+                             ) -> AsyncIterator[Any]:
+    found = _precheck(instance, args, kwargs)
+    if found is not None:
+        yield _completed_event(*found)
+        return
+    events = wrapped(*args, **kwargs)
+    async with contextlib.aclosing(events):
+        async for event in events:
+            yield event
+
+
+def _completed_event(node: RunNode, stop: BudgetExceeded) -> Any:
+    """The last event of a stream that ends with the wrap-up message instead of a model answer."""
+    from openai.types.responses import Response, ResponseCompletedEvent
+
+    response = Response.model_construct(
+        id="otel_budget_stop", object="response", output=[_wrap_up_message(node, stop)], usage=None,
+        status="completed", model="", created_at=0.0, parallel_tool_calls=False, tool_choice="none", tools=[],
+    )
+    return ResponseCompletedEvent(type="response.completed", response=response, sequence_number=0)
+
+
 def _stream_response(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return _guarded_stream(wrapped(*args, **kwargs))
 
@@ -384,13 +515,7 @@ async def _guarded_stream(events: Any) -> AsyncIterator[Any]:
         node = _refused_here(stop) if stop is not None else None
         if node is None or stop is None:
             raise
-        from openai.types.responses import Response, ResponseCompletedEvent
-
-        response = Response.model_construct(
-            id="otel_budget_stop", object="response", output=[_wrap_up_message(node, stop)], usage=None,
-            status="completed", model="", created_at=0.0, parallel_tool_calls=False, tool_choice="none", tools=[],
-        )
-        yield ResponseCompletedEvent(type="response.completed", response=response, sequence_number=0)
+        yield _completed_event(node, stop)
 
 
 # --- tools -----------------------------------------------------------------------------------------------
@@ -436,9 +561,33 @@ def instrument(patches: Patches) -> bool:
         turn_resolution = None  # type: ignore[assignment]
     if turn_resolution is not None and "function_needs_approval" in vars(turn_resolution):
         ok = patches.wrap(turn_resolution, "function_needs_approval", _function_needs_approval) and ok
+    ok = _patch_models(patches) and ok
+    try:
+        from agents.run_state import RunState
+    except ImportError:
+        RunState = None  # type: ignore[assignment,misc]  # noqa: N806
+    if RunState is not None:
+        ok = patches.wrap(RunState, "to_json", _state_to_json) and ok
+        ok = patches.wrap(RunState, "from_json", _state_from_json) and ok
     if not ok:
         log.warning("otel-budget: this openai-agents version lacks a patch point; some of it is not budgeted")
     return True
+
+
+def _patch_models(patches: Patches) -> bool:
+    """The OpenAI models: a call the budget refuses ends the turn before the SDK attempts it (no error span)."""
+    ok = True
+    for module_name, class_name in (("agents.models.openai_responses", "OpenAIResponsesModel"),
+                                    ("agents.models.openai_chatcompletions", "OpenAIChatCompletionsModel")):
+        try:
+            module = __import__(module_name, fromlist=[class_name])
+        except ImportError:
+            ok = False
+            continue
+        cls = getattr(module, class_name, None)
+        ok = cls is not None and patches.wrap(cls, "get_response", _model_get_response) and ok
+        ok = cls is not None and patches.wrap(cls, "stream_response", _model_stream_response) and ok
+    return ok
 
 
 __all__ = ["load_state", "outcome"]

@@ -202,3 +202,86 @@ async def test_streamed_run_pauses_and_a_streamed_resume_goes_on(scripted_llm: S
     assert resumed.final_output == "Pushed."
     assert outcome(resumed).stop_reason == "done" and outcome(resumed).usage.model_calls == 2
     assert executed == [("git_push", {"remote": "origin", "branch": "main"})]
+
+
+async def test_the_readme_budget_survives_the_sdks_to_string_round_trip_and_keeps_the_quota(
+    scripted_llm: ScriptedLLM, otel: Any
+) -> None:
+    from agents.run_state import RunState
+
+    first = await _pause_on_push(scripted_llm, Budget(max_steps=6, approve=["git_push"]), reads_before=3)
+    text = first.to_state().to_string()  # the SDK's documented way to keep a paused run (JSON text)
+    openai_agents._paused.clear()  # only the text is left, as in another process
+    state = await RunState.from_string(_agent(), text)
+    state.approve(state.get_interruptions()[0])
+    turns = iter(range(100))
+    scripted_llm.responder = lambda req: _read(f"more-{next(turns)}")  # a model that never finishes
+    result = await Runner.run(_agent(), state)
+    done = outcome(result)
+    assert done is not None and done.stop_reason == "steps"
+    assert len(scripted_llm.requests) == 6 == done.usage.model_calls  # 4 before the pause: 2 left, not 6
+    assert executed.count(("git_push", {"remote": "origin", "branch": "main"})) == 1
+    assert done.trace_id == outcome(first).trace_id
+
+
+def test_a_new_process_resumes_from_the_sdks_json_with_the_quota_used(scripted_llm: ScriptedLLM, otel: Any,
+                                                                       tmp_path: Any) -> None:
+    import asyncio
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    first = asyncio.run(_pause_on_push(scripted_llm, Budget(max_steps=5, approve=["git_push"]), reads_before=2))
+    state_file = tmp_path / "state.json"
+    state_file.write_text(first.to_state().to_string(), encoding="utf-8")
+    turns = iter(range(100))
+    scripted_llm.responder = lambda req: _read(f"more-{next(turns)}")
+    child = Path(__file__).with_name("_agents_resume_child.py")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    proc = subprocess.run([sys.executable, str(child), scripted_llm.openai_base_url, str(state_file), "approve"],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["stop_reason"] == "steps"
+    assert len(scripted_llm.requests) == 5 == got["model_calls"]  # 3 before the pause, 2 in the new process
+    assert got["executed"][0] == "git_push:origin/main"  # the approved call ran once, in the new process
+    assert got["executed"].count("git_push:origin/main") == 1
+    assert got["trace_id"] == outcome(first).trace_id
+    assert got["final_output"].startswith("Stopped at a limit: max_steps")
+
+
+async def test_a_rejection_read_from_the_sdks_json_ends_the_run_denied(scripted_llm: ScriptedLLM, otel: Any) -> None:
+    from agents.run_state import RunState
+
+    first = await _pause_on_push(scripted_llm, Budget(max_steps=6, approve=["git_push"]))
+    text = first.to_state().to_string()
+    openai_agents._paused.clear()
+    state = await RunState.from_string(_agent(), text)
+    state.reject(state.get_interruptions()[0])
+    scripted_llm.default = Turn(text="unexpected")
+    result = await Runner.run(_agent(), state)
+    assert outcome(result).stop_reason == "denied"
+    assert len(scripted_llm.requests) == 2 and not any(tool == "git_push" for tool, _ in executed)
+
+
+async def test_budget_hooks_pause_and_resume_keep_the_quota(scripted_llm: ScriptedLLM, otel: Any) -> None:
+    from agents.run_state import RunState
+
+    from otel_budget.agents import BudgetHooks
+
+    hooks = BudgetHooks(Budget(max_steps=4, approve=["git_push"]))
+    scripted_llm.script(_read("a"), Turn(tool_calls=[_push()]))
+    first = await Runner.run(_agent(), "release", hooks=hooks)
+    assert outcome(first).stop_reason == "awaiting_approval"
+    text = first.to_state().to_string()
+    openai_agents._paused.clear()
+    state = await RunState.from_string(_agent(), text)
+    state.approve(state.get_interruptions()[0])
+    scripted_llm.default = _read("b")
+    result = await Runner.run(_agent(), state, hooks=hooks)
+    done = outcome(result)
+    assert done is not None and done.stop_reason == "steps"
+    assert len(scripted_llm.requests) == 4 == done.usage.model_calls
+    assert executed.count(("git_push", {"remote": "origin", "branch": "main"})) == 1

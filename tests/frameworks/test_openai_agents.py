@@ -145,3 +145,140 @@ async def test_sdk_max_turns_still_raises_and_the_run_ends_steps(scripted_llm: S
     span = _spans(otel, "invoke_agent helper")[0]
     assert span.attributes["stop.reason"] == "steps"
     assert span.attributes["otel_budget.stop.limit"] == "max_turns"
+
+
+# --- the SDK's own trace and logs: a stop is a stop, not a failed model call --------------------------------
+
+
+class _SdkSpans:
+    """A TracingProcessor registered in the SDK: keeps every finished SDK span (type, error)."""
+
+    def __init__(self) -> None:
+        self.spans: list = []
+
+    def on_trace_start(self, trace) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+    def on_trace_end(self, trace) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+    def on_span_start(self, span) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+    def on_span_end(self, span) -> None:  # type: ignore[no-untyped-def]
+        self.spans.append(span)
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self) -> None:
+        pass
+
+    def of_type(self, kind: str) -> list:
+        return [s for s in self.spans if s.span_data.type == kind]
+
+    def errors(self) -> list:
+        return [(s.span_data.type, s.error) for s in self.spans if s.error is not None]
+
+
+@pytest.fixture
+def sdk_trace() -> Iterator[_SdkSpans]:
+    from agents import set_trace_processors
+
+    recorder = _SdkSpans()
+    set_trace_processors([recorder])  # type: ignore[list-item]
+    set_tracing_disabled(False)
+    yield recorder
+    set_tracing_disabled(True)
+    set_trace_processors([])
+
+
+def _sdk_errors(caplog) -> list:  # type: ignore[no-untyped-def]
+    return [r for r in caplog.records if r.name.startswith("openai.agents") and r.levelno >= 30]
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_a_steps_stop_is_no_failed_model_call_in_the_sdks_trace_or_logs(
+    scripted_llm: ScriptedLLM, otel, sdk_trace: _SdkSpans, caplog, streamed: bool  # type: ignore[no-untyped-def]
+) -> None:
+    caplog.set_level("DEBUG", logger="openai.agents")
+    turns = iter(range(100))
+    scripted_llm.responder = lambda req: Turn(tool_calls=[ToolCall("lookup", {"q": str(next(turns))})])
+    budget = otel_budget.Budget(max_steps=2)
+    if streamed:
+        result = Runner.run_streamed(_agent(), "go", context={"otel_budget": budget})
+        async for _ in result.stream_events():
+            pass
+    else:
+        result = await Runner.run(_agent(), "go", context={"otel_budget": budget})
+    assert result.final_output.startswith("Stopped at a limit: max_steps")
+    assert outcome(result).stop_reason == "steps"
+    assert len(scripted_llm.requests) == 2
+    assert sdk_trace.errors() == []
+    assert len(sdk_trace.of_type("response")) == 2  # one per request sent; none for the refused call
+    assert len(sdk_trace.of_type("agent")) == 1
+    assert _sdk_errors(caplog) == []
+
+
+async def test_a_cost_stop_within_the_headroom_is_no_failed_model_call_either(
+    scripted_llm: ScriptedLLM, instrument_with, sdk_trace: _SdkSpans, caplog  # type: ignore[no-untyped-def]
+) -> None:
+    caplog.set_level("DEBUG", logger="openai.agents")
+    instrument_with(prices={MODEL: PRICE})
+    turns = iter(range(1000))
+    scripted_llm.responder = lambda req: Turn(tool_calls=[ToolCall("lookup", {"q": str(next(turns))})],
+                                              output_tokens=300)
+    agent = _agent(model_settings=ModelSettings(max_tokens=300))
+    result = await Runner.run(agent, "spend", context={"otel_budget": otel_budget.Budget(max_usd=0.05)},
+                              max_turns=100)
+    done = outcome(result)
+    assert done.stop_reason == "cost" and 0 < done.usage.cost_usd <= 0.05
+    assert len(scripted_llm.requests) == done.usage.model_calls >= 2
+    assert sdk_trace.errors() == []
+    assert len(sdk_trace.of_type("response")) == len(scripted_llm.requests)
+    assert _sdk_errors(caplog) == []
+
+
+async def test_a_repeat_stop_is_no_failed_model_call_and_turn_numbers_stay_contiguous(
+    scripted_llm: ScriptedLLM, otel, sdk_trace: _SdkSpans, caplog  # type: ignore[no-untyped-def]
+) -> None:
+    caplog.set_level("DEBUG", logger="openai.agents")
+    scripted_llm.default = Turn(tool_calls=[ToolCall("lookup", {"q": "same"})])
+    result = await Runner.run(_agent(), "loop")
+    assert outcome(result).stop_reason == "repeat"
+    assert sdk_trace.errors() == [] and _sdk_errors(caplog) == []
+    assert len(sdk_trace.of_type("response")) == len(scripted_llm.requests) == 3
+    turns = sorted(s.attributes["otel_budget.turn"] for s in _spans(otel, "chat "))
+    assert turns == [1, 2, 3]
+
+
+async def test_budget_hooks_give_the_run_its_budget(scripted_llm: ScriptedLLM, otel) -> None:  # type: ignore[no-untyped-def]
+    from otel_budget.agents import BudgetHooks
+
+    scripted_llm.default = Turn(tool_calls=[ToolCall("lookup", {"q": "b"})])
+    result = await Runner.run(_agent(), "go", hooks=BudgetHooks(otel_budget.Budget(max_steps=1)))
+    assert outcome(result).stop_reason == "steps" and len(scripted_llm.requests) == 1
+    streamed = Runner.run_streamed(_agent(), "go", hooks=BudgetHooks(otel_budget.Budget(max_steps=2)))
+    async for _ in streamed.stream_events():
+        pass
+    assert outcome(streamed).stop_reason == "steps" and len(scripted_llm.requests) == 3
+    with pytest.raises(TypeError, match="otel_budget.Budget"):
+        BudgetHooks({"max_steps": 1})  # type: ignore[arg-type]
+
+
+async def test_a_stop_with_the_chat_completions_model_is_no_failed_model_call_either(
+    scripted_llm: ScriptedLLM, otel, sdk_trace: _SdkSpans, caplog  # type: ignore[no-untyped-def]
+) -> None:
+    from agents import OpenAIChatCompletionsModel
+
+    caplog.set_level("DEBUG", logger="openai.agents")
+    client = AsyncOpenAI(base_url=scripted_llm.openai_base_url, api_key="x", max_retries=0)
+    agent = Agent(name="helper", instructions="Help.", tools=[lookup],
+                  model=OpenAIChatCompletionsModel(model=MODEL, openai_client=client))
+    turns = iter(range(100))
+    scripted_llm.responder = lambda req: Turn(tool_calls=[ToolCall("lookup", {"q": str(next(turns))})])
+    result = await Runner.run(agent, "go", context={"otel_budget": otel_budget.Budget(max_steps=2)})
+    assert outcome(result).stop_reason == "steps" and result.final_output.startswith("Stopped at a limit")
+    assert [r.api for r in scripted_llm.requests] == ["openai.chat", "openai.chat"]
+    assert sdk_trace.errors() == [] and _sdk_errors(caplog) == []
+    assert len(sdk_trace.of_type("generation")) == 2  # the chat model's own span, one per request sent
