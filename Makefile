@@ -34,7 +34,7 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy otel_budget
-	$(BIN)/mypy --strict --follow-imports=silent tests/typing
+	$(BIN)/mypy --strict --follow-imports=silent tests/typing examples
 
 # The API reference of every public name, from the docstrings (pdoc); built by `make test` so it never breaks.
 api-docs: $(STAMP)

@@ -34,11 +34,13 @@ def main() -> None:
 
         llm.script(Turn(tool_calls=[ask]), Turn(text="There is no direct flight today; tomorrow has three."))
         result = Runner.run_sync(agent, "Fly me from London to New York", context={"otel_budget": budget})
-        print("healthy run:", outcome(result).stop_reason, "->", result.final_output)
+        healthy = outcome(result)  # None only for a run otel-budget did not see
+        print("healthy run:", healthy and healthy.stop_reason, "->", result.final_output)
 
         llm.default = Turn(tool_calls=[ask])  # the model insists on the very same search
         result = Runner.run_sync(agent, "Fly me from London to New York", context={"otel_budget": budget})
-        print("stuck run:  ", outcome(result).stop_reason, "->", result.final_output)
+        stuck = outcome(result)
+        print("stuck run:  ", stuck and stuck.stop_reason, "->", result.final_output)
 
 
 if __name__ == "__main__":
