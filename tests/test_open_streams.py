@@ -139,7 +139,7 @@ def test_a_stream_left_open_when_the_run_ends_is_settled_and_counted(otel, llm, 
     spans = otel.chat_spans()
     assert len(spans) == 1 and spans[0].end_time is not None
     assert otel.run_span("left-open").attributes["otel_budget.used.steps"] == 1
-    assert "1 model calls" in run.outcome.wrap_up  # the wrap-up is written after the open call was settled
+    assert "1 model call," in run.outcome.wrap_up  # the wrap-up is written after the open call was settled
     stream.close()  # closing it later settles nothing twice
     assert len(otel.chat_spans()) == 1
     assert run.node.usage().model_calls == 1
