@@ -35,6 +35,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy otel_budget
 	$(BIN)/mypy --strict --follow-imports=silent tests/typing examples
+	$(BIN)/python scripts/check_readme_types.py README.md
 
 # The API reference of every public name, from the docstrings (pdoc); built by `make test` so it never breaks.
 api-docs: $(STAMP)

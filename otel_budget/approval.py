@@ -201,7 +201,7 @@ class ApprovalState:
 
     @staticmethod
     def policies(node: RunNode) -> list[ApprovalPolicy]:
-        return [n.budget.approve for n in node.chain if n.budget.approve is not None]
+        return [p for n in node.chain if isinstance(p := n.budget.approve, ApprovalPolicy)]  # coerced on validation
 
     def operation(self, node: RunNode, tool: str, arguments: Any) -> str | None:
         for policy in self.policies(node):

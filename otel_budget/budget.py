@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
@@ -151,7 +152,7 @@ class Budget(BaseModel):
     """A shared (fleet) budget this run also draws from; see `Scope`."""
     strict: bool = False
     """Reserve one input token per UTF-8 byte of the request, so money and token caps are never exceeded at all."""
-    approve: ApprovalPolicy | None = None
+    approve: ApprovalPolicy | Sequence[str] | None = None
     """Tool calls that need a person's yes before they run: tool names (`approve=["git_push"]`) or an
     `ApprovalPolicy`. The run pauses with `awaiting_approval` before such a call; `otel_budget.resume` goes on."""
 

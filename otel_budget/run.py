@@ -35,6 +35,7 @@ from .node import (
 
 P = ParamSpec("P")
 R = TypeVar("R")
+RunT = TypeVar("RunT", bound="Run")
 log = logging.getLogger(__name__)
 
 __all__ = ["Admission", "Run", "RunNode", "canonical_arguments", "current_run", "run"]
@@ -114,7 +115,7 @@ class Run:
 
     # --- context manager --------------------------------------------------------------------------------
 
-    def __enter__(self) -> Run:
+    def __enter__(self: RunT) -> RunT:
         self._start()
         return self
 
@@ -122,7 +123,7 @@ class Run:
         suppress = self._finish_sync(exc)
         return suppress
 
-    async def __aenter__(self) -> Run:
+    async def __aenter__(self: RunT) -> RunT:
         self._start()
         return self
 

@@ -34,3 +34,14 @@ def use_with_block() -> str:
             break
     outcome = run.outcome  # a RunOutcome once the block has ended: no Optional to narrow
     return f"{outcome.stop_reason.value} {outcome.limit} {outcome.wrap_up}"
+
+
+def approvals_by_tool_name() -> otel_budget.Budget:
+    return otel_budget.Budget(max_steps=25, approve=["git_push", "send_email"])  # the documented shorthand
+
+
+def resumed_state(paused_json: str) -> object:
+    state: object = None
+    with otel_budget.resume(paused_json, approved=True) as resumed:  # a ResumedRun, with its saved state
+        state = resumed.state
+    return state
