@@ -18,6 +18,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from . import semconv as sc
 from .budget import RunOutcome, StopReason
+from .messages import capture_mode
 from .signatures import arguments_signature, result_signature
 
 if TYPE_CHECKING:
@@ -207,7 +208,11 @@ class Telemetry:
             if call.tool_calls:
                 attrs[sc.ACTIONS] = [f"{name}:{arguments_signature(args)}" for name, args, *_ in call.tool_calls]
             if call.capture is not None:
-                attrs.update(call.capture)
+                on_span, as_event = capture_mode()
+                if on_span:
+                    attrs.update(call.capture)
+                if as_event:
+                    span.add_event(sc.EVENT_INFERENCE_DETAILS, call.capture)
             span.set_attributes(attrs)
             if call.error is not None:
                 attrs_err = type(call.error).__name__

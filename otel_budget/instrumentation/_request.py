@@ -56,7 +56,11 @@ def _split(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, bool]:
     return options, bool(stream)
 
 
-def _capture(options: Any) -> str:
+def _capture(adapter: Adapter, options: Any) -> Any:
+    """The request's content: (system instructions, messages) when the adapter reads them, else its JSON."""
+    content = getattr(adapter, "content", None)
+    if content is not None and isinstance(options.json_data, dict):
+        return content(options)
     try:
         return json.dumps(options.json_data, default=str)
     except Exception:  # noqa: BLE001
@@ -77,7 +81,7 @@ def _start(adapter: Adapter, instance: Any, args: tuple[Any, ...], kwargs: dict[
         call,
         lambda: body_chars(options),
         summarize=_safe(adapter, instance, call),
-        capture_input=lambda: _capture(options),
+        capture_input=lambda: _capture(adapter, options),
     )  # BudgetExceeded / UnknownPriceError propagate: a budget decision
     try:
         adapter.prepare(options, call, guard)

@@ -27,7 +27,7 @@ from ..calls import Guard, ModelCall, TokenUsage
 from ._patch import Patches
 from ._request import admit_async
 from ._stream import AsyncStream, SyncStream
-from .openai import ChatStream, _get, chat_usage, read_chat
+from .openai import ChatStream, _get, chat_content, chat_usage, read_chat
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ _PROVIDERS = {
     "text-completion-openai": sc.PROVIDER_OPENAI,
     "anthropic": sc.PROVIDER_ANTHROPIC,
     "gemini": sc.PROVIDER_GEMINI,
-    "vertex_ai": sc.PROVIDER_GEMINI,
+    "vertex_ai": sc.PROVIDER_VERTEX_AI,
 }
 _CHAT_ROUTE = "chat_completions"
 #: Connection settings a wrap-up call reuses.
@@ -144,7 +144,7 @@ def _start(args: tuple[Any, ...], kwargs: Mapping[str, Any], is_async: bool) -> 
         call,
         lambda: _chars(messages, kwargs),
         summarize=_summarizer(model, kwargs, is_async),
-        capture_input=lambda: json.dumps(messages, default=str),
+        capture_input=lambda: chat_content(messages),
     )
     if guard is None:
         return None
