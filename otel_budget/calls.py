@@ -78,6 +78,7 @@ class ModelCall:
         "provider", "operation", "model", "max_output_tokens", "stream", "usage", "response_model", "response_id",
         "finish_reasons", "tool_calls", "error", "cost_usd", "cost_input_usd", "cost_source", "turn", "capture",
         "reported_cost", "output_chars", "output_text", "injected_usage", "choices", "prompt",
+        "params", "server", "conversation_id",
     )
 
     def __init__(self, provider: str, operation: str, model: str, max_output_tokens: int | None, stream: bool,
@@ -107,6 +108,9 @@ class ModelCall:
         self.output_chars = 0
         self.output_text: list[str] | None = None
         self.injected_usage = False  # we asked a stream for usage the caller did not ask for
+        self.params: dict[str, Any] | None = None  # request parameters: semconv attribute -> value
+        self.server: tuple[str, int | None] | None = None  # (server.address, server.port)
+        self.conversation_id: str | None = None
 
 
 class Guard:
@@ -316,6 +320,8 @@ def begin(call: ModelCall, input_chars: Callable[[], int], summarize: Callable[[
             node.summarize = summarize
     settings = config.get()
     span = None
+    if node is not None and node.conversation_id is not None and call.conversation_id is None:
+        call.conversation_id = node.conversation_id
     try:
         span = settings.telemetry.start_call(call)
         if admission is not None and admission.shared:

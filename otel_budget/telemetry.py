@@ -72,6 +72,9 @@ class Telemetry:
             sc.OI_SPAN_KIND: sc.OI_KIND_AGENT,
             sc.RUN_DEPTH: node.depth,
         }
+        if node.conversation_id is not None:
+            attrs[sc.GEN_AI_CONVERSATION_ID] = node.conversation_id
+            attrs[sc.OI_SESSION_ID] = node.conversation_id
         for dim, limit in node.span_limits().items():
             attrs[sc.LIMIT_PREFIX + dim] = limit
         if attributes:
@@ -100,7 +103,7 @@ class Telemetry:
                 "input_tokens": usage.input_tokens,
                 "output_tokens": usage.output_tokens,
                 "total_tokens": usage.input_tokens + usage.output_tokens,
-                "usd": usage.cost_usd,
+                "usd": _money(usage.cost_usd),
             }
             attrs: dict[str, Any] = {sc.STOP_REASON: reason, sc.UNPRICED_CALLS: usage.unpriced_calls}
             for dim, value in used.items():
@@ -160,10 +163,25 @@ class Telemetry:
             sc.GEN_AI_PROVIDER_NAME: call.provider,
             sc.GEN_AI_REQUEST_MODEL: call.model,
             sc.OI_SPAN_KIND: sc.OI_KIND_LLM,
-            sc.OI_LLM_PROVIDER: call.provider,
+            sc.OI_LLM_PROVIDER: sc.OI_PROVIDERS.get(call.provider, call.provider),
         }
         if call.max_output_tokens is not None:
             attrs[sc.GEN_AI_REQUEST_MAX_TOKENS] = call.max_output_tokens
+        invocation: dict[str, Any] = {"model": call.model}
+        if call.max_output_tokens is not None:
+            invocation["max_tokens"] = call.max_output_tokens
+        if call.params:
+            attrs.update(call.params)
+            for attr, value in call.params.items():
+                invocation[attr.rsplit(".", 1)[-1] if attr != sc.GEN_AI_REQUEST_CHOICE_COUNT else "n"] = value
+        attrs[sc.OI_INVOCATION_PARAMETERS] = json.dumps(invocation, default=str)
+        if call.server is not None:
+            attrs[sc.SERVER_ADDRESS] = call.server[0]
+            if call.server[1] is not None:
+                attrs[sc.SERVER_PORT] = call.server[1]
+        if call.conversation_id is not None:
+            attrs[sc.GEN_AI_CONVERSATION_ID] = call.conversation_id
+            attrs[sc.OI_SESSION_ID] = call.conversation_id
         return self.tracer.start_span(f"{call.operation} {call.model}", kind=SpanKind.CLIENT, attributes=attrs)
 
     def end_call(self, call: ModelCall, span: Any, duration: float, run_name: str | None) -> None:
@@ -199,12 +217,13 @@ class Telemetry:
                     attrs[sc.OI_TOKEN_CACHE_WRITE] = u.cache_write
                 if u.reasoning:
                     attrs[sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = u.reasoning
+                    attrs[sc.OI_TOKEN_REASONING] = u.reasoning
             if call.cost_usd is not None:
-                attrs[sc.COST_USD] = call.cost_usd
-                attrs[sc.OI_COST_TOTAL] = call.cost_usd
+                attrs[sc.COST_USD] = _money(call.cost_usd)
+                attrs[sc.OI_COST_TOTAL] = _money(call.cost_usd)
                 if call.cost_input_usd is not None:
-                    attrs[sc.OI_COST_PROMPT] = call.cost_input_usd
-                    attrs[sc.OI_COST_COMPLETION] = call.cost_usd - call.cost_input_usd
+                    attrs[sc.OI_COST_PROMPT] = _money(call.cost_input_usd)
+                    attrs[sc.OI_COST_COMPLETION] = _money(call.cost_usd - call.cost_input_usd)
             if call.tool_calls:
                 attrs[sc.ACTIONS] = [f"{name}:{arguments_signature(args)}" for name, args, *_ in call.tool_calls]
             if call.capture is not None:
@@ -247,13 +266,18 @@ class Telemetry:
 
     # --- tools ------------------------------------------------------------------------------------------
 
-    def start_tool(self, name: str, call_id: str | None, arguments: Any, capture: bool) -> Any:
+    def start_tool(self, name: str, call_id: str | None, arguments: Any, capture: bool,
+                   description: str | None = None) -> Any:
         attrs: dict[str, Any] = {
             sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL,
             sc.GEN_AI_TOOL_NAME: name,
+            sc.GEN_AI_TOOL_TYPE: sc.TOOL_TYPE_FUNCTION,
             sc.OI_SPAN_KIND: sc.OI_KIND_TOOL,
             sc.OI_TOOL_NAME: name,
         }
+        if description:
+            attrs[sc.GEN_AI_TOOL_DESCRIPTION] = description
+            attrs[sc.OI_TOOL_DESCRIPTION] = description
         if call_id:
             attrs[sc.GEN_AI_TOOL_CALL_ID] = call_id
         try:
@@ -292,6 +316,11 @@ def _recorded_wrap_up(node: RunNode, outcome: RunOutcome) -> str:
     if node.budget.wrap_up == "model" and not config.get().capture_content:
         return template_wrap_up(node, outcome, None)
     return outcome.wrap_up
+
+
+def _money(usd: float) -> float:
+    """A cost without float noise (0.00030000000000000014 -> 0.0003)."""
+    return round(usd, 10)
 
 
 def _json(value: Any) -> str:

@@ -13,6 +13,7 @@ from typing import Any, Protocol, TypeVar
 
 from .. import calls, config
 from ..node import RoomPending, may_await_room
+from . import _params
 from ._patch import Patches
 from ._stream import Accumulator, AsyncStream, RawStreamResponse, SyncStream
 
@@ -77,6 +78,7 @@ def _start(adapter: Adapter, instance: Any, args: tuple[Any, ...], kwargs: dict[
         return None
     if call is None:
         return None
+    call.server = _params.server(getattr(instance, "base_url", None))
     guard = calls.begin(
         call,
         lambda: body_chars(options),

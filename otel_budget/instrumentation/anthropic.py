@@ -13,7 +13,7 @@ from typing import Any
 from .. import messages as msg
 from .. import semconv as sc
 from ..calls import Guard, ModelCall, TokenUsage
-from . import _request
+from . import _params, _request
 from ._patch import Patches
 from .openai import _get, _length
 
@@ -144,6 +144,9 @@ class AnthropicAdapter:
             stream or body.get("stream") is True,
         )
         call.prompt = (body, "messages")
+        output = body.get("output_config")
+        call.params = _params.read(body, _params.OPENAI_KEYS, stop="stop_sequences",
+                                   output_format=output.get("format") if isinstance(output, dict) else None)
         return call
 
     def content(self, options: Any) -> tuple[Any, list[msg.Message]]:

@@ -22,6 +22,7 @@ from .. import semconv as sc
 from .. import tools as tool_calls
 from ..budget import BudgetExceeded
 from ..calls import Guard, ModelCall, TokenUsage
+from . import _params
 from ._patch import Patches
 from ._request import admit_async
 from ._stream import AsyncStream, SyncStream
@@ -103,6 +104,11 @@ class ChunkReader:
         self.call.tool_calls = list(self.calls)
 
 
+def _server(client: Any) -> tuple[str, int | None] | None:
+    """(server.address, server.port) of the API client's base URL."""
+    return _params.server(getattr(getattr(client, "_http_options", None), "base_url", None))
+
+
 def _split(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, str, Any, Any]:
     names = ("http_method", "path", "request_dict", "http_options")
     values = list(args) + [kwargs.get(n) for n in names[len(args):]]
@@ -132,8 +138,12 @@ def _start(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any], stream:
             return None
         config = body.get("generationConfig") or {}
         limit = config.get("maxOutputTokens")
-        call = ModelCall(sc.PROVIDER_GEMINI, sc.OP_CHAT, model, limit if isinstance(limit, int) else None, stream,
+        provider = sc.PROVIDER_VERTEX_AI if getattr(instance, "vertexai", False) else sc.PROVIDER_GEMINI
+        call = ModelCall(provider, sc.OP_GENERATE_CONTENT, model, limit if isinstance(limit, int) else None, stream,
                          choices=config.get("candidateCount") or 1)
+        call.params = _params.read(config, _params.GEMINI_KEYS, stop="stopSequences",
+                                   choices=config.get("candidateCount"), output_format=config.get("responseMimeType"))
+        call.server = _server(instance)
     except Exception:  # noqa: BLE001 - our bug: the original call goes through unchanged
         log.warning("otel-budget: could not read a google-genai request; sending it unmetered", exc_info=True)
         return None

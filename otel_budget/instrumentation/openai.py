@@ -12,7 +12,7 @@ from typing import Any
 from .. import messages as msg
 from .. import semconv as sc
 from ..calls import Guard, ModelCall, TokenUsage
-from . import _request
+from . import _params, _request
 from ._patch import Patches
 
 _CHAT = "/chat/completions"
@@ -244,6 +244,9 @@ class OpenAIAdapter:
             limit = body.get("max_output_tokens")
         call = ModelCall(self.provider, sc.OP_CHAT, str(body.get("model", "")), limit, stream or bool(body.get("stream")),
                          choices=body.get("n") if url == _CHAT else 1)
+        text = body.get("text")
+        fmt = body.get("response_format") if url == _CHAT else text.get("format") if isinstance(text, dict) else None
+        call.params = _params.read(body, _params.OPENAI_KEYS, choices=body.get("n"), output_format=fmt)
         if url == _CHAT:
             call.prompt = (body, "messages")
         elif not body.get("previous_response_id") and not body.get("conversation"):  # no server-side history
