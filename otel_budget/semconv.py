@@ -130,6 +130,20 @@ SPAN_DIMS = ("steps", "tool_calls", "seconds", "input_tokens", "output_tokens", 
 # --- metrics (instrument names; Prometheus shows them with dots as underscores) -------------------------
 METRIC_TOKEN_USAGE = "gen_ai.client.token.usage"  # gen_ai_client_token_usage
 METRIC_OPERATION_DURATION = "gen_ai.client.operation.duration"  # gen_ai_client_operation_duration_seconds
+# The newest (unreleased) GenAI metric names, emitted instead of the two above under
+# OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental (client-inference.md of semantic-conventions-genai).
+METRIC_INFERENCE_DURATION = "gen_ai.client.inference.duration"  # histogram, s
+METRIC_OPERATION_INPUT_TOKENS = "gen_ai.client.inference.operation.input_tokens"  # histogram per call, {token}
+METRIC_OPERATION_OUTPUT_TOKENS = "gen_ai.client.inference.operation.output_tokens"  # histogram per call, {token}
+METRIC_USAGE_INPUT_TOKENS = "gen_ai.client.inference.usage.input_tokens"  # counter, {token}, by modality
+METRIC_USAGE_OUTPUT_TOKENS = "gen_ai.client.inference.usage.output_tokens"  # counter
+METRIC_USAGE_CACHE_READ_TOKENS = "gen_ai.client.inference.usage.cache_read.input_tokens"  # counter (subset of input)
+METRIC_USAGE_CACHE_WRITE_TOKENS = "gen_ai.client.inference.usage.cache_write.input_tokens"  # counter
+METRIC_USAGE_REASONING_TOKENS = "gen_ai.client.inference.usage.reasoning.output_tokens"  # counter (subset of output)
+GEN_AI_TOKEN_MODALITY = "gen_ai.token.modality"
+MODALITY_UNKNOWN = "unknown"  # providers do not break usage down by modality for us
+ENV_SEMCONV_OPT_IN = "OTEL_SEMCONV_STABILITY_OPT_IN"
+OPT_IN_GEN_AI_LATEST = "gen_ai_latest_experimental"
 METRIC_COST = "otel_budget.cost.usd"  # otel_budget_cost_usd_total
 METRIC_RUNS = "otel_budget.runs"  # otel_budget_runs_total
 METRIC_RUN_UTILIZATION = "otel_budget.run.utilization"  # otel_budget_run_utilization

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import weakref
 from collections.abc import Iterable
@@ -36,14 +37,18 @@ class Telemetry:
 
         self.tracer = trace.get_tracer(sc.TRACER_NAME, __version__, tracer_provider=tracer_provider)
         meter = metrics.get_meter(sc.TRACER_NAME, __version__, meter_provider=meter_provider)
-        self.token_usage = meter.create_histogram(
-            sc.METRIC_TOKEN_USAGE,
-            unit="{token}",
-            description="Number of input and output tokens used.",
-            explicit_bucket_boundaries_advisory=list(sc.TOKEN_BUCKETS),
-        )
+        self.latest = latest_gen_ai_metrics()
+        if self.latest:
+            self._latest_instruments(meter)
+        else:
+            self.token_usage = meter.create_histogram(
+                sc.METRIC_TOKEN_USAGE,
+                unit="{token}",
+                description="Number of input and output tokens used.",
+                explicit_bucket_boundaries_advisory=list(sc.TOKEN_BUCKETS),
+            )
         self.duration = meter.create_histogram(
-            sc.METRIC_OPERATION_DURATION,
+            sc.METRIC_INFERENCE_DURATION if self.latest else sc.METRIC_OPERATION_DURATION,
             unit="s",
             description="GenAI operation duration.",
             explicit_bucket_boundaries_advisory=list(sc.DURATION_BUCKETS),
@@ -62,6 +67,39 @@ class Telemetry:
             callbacks=[self._observe_utilization],
             description="Highest utilization (used / limit) among the active runs of a name, per dimension.",
         )
+
+    def _latest_instruments(self, meter: Any) -> None:
+        """The newest GenAI token metrics: per-call histograms and usage counters by modality."""
+        buckets = list(sc.TOKEN_BUCKETS)
+        self.op_input = meter.create_histogram(sc.METRIC_OPERATION_INPUT_TOKENS, unit="{token}",
+                                               description="Input tokens per inference operation.",
+                                               explicit_bucket_boundaries_advisory=buckets)
+        self.op_output = meter.create_histogram(sc.METRIC_OPERATION_OUTPUT_TOKENS, unit="{token}",
+                                                description="Output tokens per inference operation.",
+                                                explicit_bucket_boundaries_advisory=buckets)
+        self.usage_counters = [
+            (meter.create_counter(name, unit="{token}", description=text), field)
+            for name, field, text in (
+                (sc.METRIC_USAGE_INPUT_TOKENS, "input_tokens", "Input tokens used."),
+                (sc.METRIC_USAGE_OUTPUT_TOKENS, "output_tokens", "Output tokens used, reasoning included."),
+                (sc.METRIC_USAGE_CACHE_READ_TOKENS, "cache_read", "Input tokens read from a provider cache."),
+                (sc.METRIC_USAGE_CACHE_WRITE_TOKENS, "cache_write", "Input tokens written to a provider cache."),
+                (sc.METRIC_USAGE_REASONING_TOKENS, "reasoning", "Output tokens used for reasoning."),
+            )
+        ]
+
+    def _record_tokens(self, u: Any, metric_attrs: dict[str, Any]) -> None:
+        if not self.latest:
+            self.token_usage.record(u.input_tokens, {**metric_attrs, sc.GEN_AI_TOKEN_TYPE: "input"})
+            self.token_usage.record(u.output_tokens, {**metric_attrs, sc.GEN_AI_TOKEN_TYPE: "output"})
+            return
+        self.op_input.record(u.input_tokens, metric_attrs)
+        self.op_output.record(u.output_tokens, metric_attrs)
+        by_modality = {**metric_attrs, sc.GEN_AI_TOKEN_MODALITY: sc.MODALITY_UNKNOWN}
+        for counter, field in self.usage_counters:
+            value = getattr(u, field)
+            if value:
+                counter.add(value, by_modality)
 
     # --- runs -------------------------------------------------------------------------------------------
 
@@ -237,19 +275,22 @@ class Telemetry:
                 attrs_err = type(call.error).__name__
                 span.set_attribute(sc.ERROR_TYPE, attrs_err)
                 span.set_status(Status(StatusCode.ERROR, str(call.error)[:500]))
-            metric_attrs = {
+            metric_attrs: dict[str, Any] = {
                 sc.GEN_AI_OPERATION_NAME: call.operation,
                 sc.GEN_AI_PROVIDER_NAME: call.provider,
                 sc.GEN_AI_REQUEST_MODEL: call.model,
             }
             if call.response_model:
                 metric_attrs[sc.GEN_AI_RESPONSE_MODEL] = call.response_model
+            if call.server is not None:
+                metric_attrs[sc.SERVER_ADDRESS] = call.server[0]
+                if call.server[1] is not None:
+                    metric_attrs[sc.SERVER_PORT] = call.server[1]
             if call.error is not None:
                 metric_attrs[sc.ERROR_TYPE] = type(call.error).__name__
             self.duration.record(duration, metric_attrs)
             if u is not None:
-                self.token_usage.record(u.input_tokens, {**metric_attrs, sc.GEN_AI_TOKEN_TYPE: "input"})
-                self.token_usage.record(u.output_tokens, {**metric_attrs, sc.GEN_AI_TOKEN_TYPE: "output"})
+                self._record_tokens(u, metric_attrs)
             if call.cost_usd:
                 self.cost.add(
                     call.cost_usd,
@@ -316,6 +357,12 @@ def _recorded_wrap_up(node: RunNode, outcome: RunOutcome) -> str:
     if node.budget.wrap_up == "model" and not config.get().capture_content:
         return template_wrap_up(node, outcome, None)
     return outcome.wrap_up
+
+
+def latest_gen_ai_metrics() -> bool:
+    """Whether OTEL_SEMCONV_STABILITY_OPT_IN asks for the newest GenAI metric names."""
+    value = os.environ.get(sc.ENV_SEMCONV_OPT_IN, "")
+    return sc.OPT_IN_GEN_AI_LATEST in {v.strip() for v in value.split(",")}
 
 
 def _money(usd: float) -> float:

@@ -158,3 +158,59 @@ def test_direct_tool_spans_carry_type_description_and_the_model_s_call_id(otel, 
     assert "gen_ai.tool.call.id" not in bergen.attributes
     assert plain.attributes["gen_ai.tool.type"] == "function"
     assert "gen_ai.tool.description" not in plain.attributes
+
+
+def _metric_names(reader) -> dict:
+    data = reader.get_metrics_data()
+    out = {}
+    for rm in data.resource_metrics if data else ():
+        for sm in rm.scope_metrics:
+            for m in sm.metrics:
+                out[m.name] = m
+    return out
+
+
+def test_metrics_keep_the_released_names_by_default(otel, llm, oai):
+    llm.default = Turn(text="ok", input_tokens=10, output_tokens=4)
+    with otel_budget.run("metrics-default"):
+        oai.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+    names = _metric_names(otel.metrics)
+    assert {"gen_ai.client.token.usage", "gen_ai.client.operation.duration"} <= set(names)
+    assert not [n for n in names if n.startswith("gen_ai.client.inference.")]
+    (point,) = names["gen_ai.client.operation.duration"].data.data_points
+    assert point.attributes["server.address"] == "127.0.0.1"
+    assert point.attributes["server.port"] == _port(llm)
+
+
+def test_latest_experimental_opt_in_emits_the_newest_metric_names(otel, llm, oai, monkeypatch):
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "http, gen_ai_latest_experimental")
+    reader = InMemoryMetricReader()
+    otel_budget.instrument(meter_provider=MeterProvider(metric_readers=[reader]))
+    llm.default = Turn(text="ok", input_tokens=100, output_tokens=12, cache_read_tokens=40, cache_write_tokens=10,
+                       reasoning_tokens=5)
+    with otel_budget.run("metrics-latest"):
+        oai.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+        oai.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+    names = _metric_names(reader)
+    assert "gen_ai.client.token.usage" not in names
+    assert "gen_ai.client.operation.duration" not in names
+    assert names["gen_ai.client.inference.duration"].unit == "s"
+    assert names["gen_ai.client.inference.duration"].data.data_points[0].count == 2
+    (hist,) = names["gen_ai.client.inference.operation.input_tokens"].data.data_points
+    assert (hist.count, hist.sum) == (2, 200)
+    assert "gen_ai.token.modality" not in hist.attributes
+    (out_hist,) = names["gen_ai.client.inference.operation.output_tokens"].data.data_points
+    assert out_hist.sum == 24
+    expected = {"input_tokens": 200, "output_tokens": 24, "cache_read.input_tokens": 80,
+                "reasoning.output_tokens": 10}
+    assert "gen_ai.client.inference.usage.cache_write.input_tokens" not in names  # openai reports none
+    for suffix, total in expected.items():
+        metric = names[f"gen_ai.client.inference.usage.{suffix}"]
+        (point,) = metric.data.data_points
+        assert metric.unit == "{token}"
+        assert point.value == total, suffix
+        assert point.attributes["gen_ai.token.modality"] == "unknown"
+        assert point.attributes["gen_ai.provider.name"] == "openai"
