@@ -86,3 +86,42 @@ def test_langgraph_thread_is_the_conversation_and_tool_descriptions_are_recorded
     (tool_span,) = _spans(otel, "execute_tool ")
     assert tool_span.attributes["gen_ai.tool.type"] == "function"
     assert tool_span.attributes["gen_ai.tool.description"] == "Look something up."
+
+
+def test_gemini_content_follows_the_message_schema(scripted_llm: ScriptedLLM, otel: Any, monkeypatch: Any) -> None:
+    genai = pytest.importorskip("google.genai")
+    jsonschema = pytest.importorskip("jsonschema")
+    from pathlib import Path
+
+    from google.genai import types
+
+    from otel_budget import config
+
+    schemas = Path(__file__).parent.parent / "data" / "genai_schemas"
+
+    def valid(attrs: Any, key: str, name: str) -> Any:
+        value = json.loads(attrs[key])
+        jsonschema.validate(value, json.loads((schemas / f"gen-ai-{name}.json").read_text()))
+        return value
+
+    def lookup(q: str) -> str:
+        """Look something up."""
+        return "nothing yet"
+
+    monkeypatch.setattr(config.get(), "capture_content", True)
+    scripted_llm.script(Turn(tool_calls=[ToolCall("lookup", {"q": "a"})], input_tokens=10, output_tokens=3),
+                        Turn(text="Found it.", input_tokens=12, output_tokens=2))
+    client = genai.Client(api_key="x", http_options=types.HttpOptions(base_url=scripted_llm.base_url))
+    with otel_budget.run("gemini-content"):
+        client.models.generate_content(model="gemini-2.5-flash", contents="find it", config=types.GenerateContentConfig(
+            system_instruction="be brief", tools=[lookup]))
+    one, two = _spans(otel, "generate_content ")
+    assert valid(one.attributes, "gen_ai.system_instructions", "system-instructions") == [
+        {"type": "text", "content": "be brief"}]
+    out = valid(one.attributes, "gen_ai.output.messages", "output-messages")
+    assert out[0]["parts"][0]["type"] == "tool_call" and out[0]["parts"][0]["name"] == "lookup"
+    inputs = valid(two.attributes, "gen_ai.input.messages", "input-messages")
+    assert [m["role"] for m in inputs] == ["user", "assistant", "tool"]
+    assert inputs[2]["parts"][0]["type"] == "tool_call_response"
+    assert valid(two.attributes, "gen_ai.output.messages", "output-messages")[0]["parts"] == [
+        {"type": "text", "content": "Found it."}]
