@@ -789,7 +789,9 @@ class RunNode:
             self.pending_tools[name] += 1
             key = f"{name}\x00{canonical_arguments(args)}"
             if call_id and call_id[0] and len(self.requested_ids) < 256:
-                self.requested_ids.setdefault(key, []).append(str(call_id[0]))
+                ids = self.requested_ids.setdefault(key, [])
+                if len(ids) < 16:  # bounded: ids of calls no @tool runs directly are never taken
+                    ids.append(str(call_id[0]))
             self._request_streak = self._request_streak + 1 if key == self._last_request else 1
             self._last_request = key
             if limit is not None and self._request_streak >= limit and self.stop_state is None:

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from .run import RunNode
 
 log = logging.getLogger(__name__)
+#: Request attributes whose llm.invocation_parameters key is not their last name segment.
+_INVOCATION_NAMES = {sc.GEN_AI_REQUEST_CHOICE_COUNT: "n", sc.GEN_AI_OUTPUT_TYPE: "output_type"}
 
 
 class Telemetry:
@@ -211,7 +213,7 @@ class Telemetry:
         if call.params:
             attrs.update(call.params)
             for attr, value in call.params.items():
-                invocation[attr.rsplit(".", 1)[-1] if attr != sc.GEN_AI_REQUEST_CHOICE_COUNT else "n"] = value
+                invocation[_INVOCATION_NAMES.get(attr) or attr.rsplit(".", 1)[-1]] = value
         attrs[sc.OI_INVOCATION_PARAMETERS] = json.dumps(invocation, default=str)
         if call.server is not None:
             attrs[sc.SERVER_ADDRESS] = call.server[0]

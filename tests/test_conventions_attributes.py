@@ -40,7 +40,7 @@ def test_openai_chat_request_parameters_server_and_output_type(otel, llm, oai):
     invocation = json.loads(a["llm.invocation_parameters"])
     assert invocation == {"model": "gpt-4o", "max_tokens": 50, "temperature": 0.2, "top_p": 0.9, "seed": 7,
                           "frequency_penalty": 0.5, "presence_penalty": -0.25, "stop_sequences": ["END"], "n": 2,
-                          "type": "json"}
+                          "output_type": "json"}
 
 
 def test_unset_parameters_are_not_recorded_and_one_choice_is_no_choice_count(otel, llm, oai):
@@ -214,3 +214,21 @@ def test_latest_experimental_opt_in_emits_the_newest_metric_names(otel, llm, oai
         assert point.value == total, suffix
         assert point.attributes["gen_ai.token.modality"] == "unknown"
         assert point.attributes["gen_ai.provider.name"] == "openai"
+
+
+def test_latest_metrics_count_cache_writes_anthropic_reports(otel, llm, anth, monkeypatch):
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
+    reader = InMemoryMetricReader()
+    otel_budget.instrument(meter_provider=MeterProvider(metric_readers=[reader]))
+    llm.default = Turn(text="ok", input_tokens=100, output_tokens=5, cache_write_tokens=30, cache_read_tokens=20)
+    with otel_budget.run("metrics-anthropic"):
+        anth.messages.create(model="claude-sonnet-4-5", max_tokens=64, messages=[{"role": "user", "content": "hi"}])
+    names = _metric_names(reader)
+    (write,) = names["gen_ai.client.inference.usage.cache_write.input_tokens"].data.data_points
+    (read,) = names["gen_ai.client.inference.usage.cache_read.input_tokens"].data.data_points
+    (total,) = names["gen_ai.client.inference.usage.input_tokens"].data.data_points
+    assert (write.value, read.value, total.value) == (30, 20, 100)
+    assert write.attributes["gen_ai.provider.name"] == "anthropic"
