@@ -80,6 +80,7 @@ class ModelCall:
         "provider", "operation", "model", "max_output_tokens", "stream", "usage", "response_model", "response_id",
         "finish_reasons", "tool_calls", "error", "cost_usd", "cost_input_usd", "cost_source", "turn", "capture",
         "reported_cost", "output_chars", "output_text", "injected_usage", "choices", "prompt",
+        "params", "server", "conversation_id",
     )
 
     def __init__(self, provider: str, operation: str, model: str, max_output_tokens: int | None, stream: bool,
@@ -109,6 +110,9 @@ class ModelCall:
         self.output_chars = 0
         self.output_text: list[str] | None = None
         self.injected_usage = False  # we asked a stream for usage the caller did not ask for
+        self.params: dict[str, Any] | None = None  # request parameters: semconv attribute -> value
+        self.server: tuple[str, int | None] | None = None  # (server.address, server.port)
+        self.conversation_id: str | None = None
 
 
 class RetryCut(Exception):
@@ -334,13 +338,8 @@ class Guard:
         except Exception:  # noqa: BLE001 - our bug must not break the agent
             log.warning("otel-budget: settling a call failed", exc_info=True)
         if self.span is not None:
-            if settings.capture_content and call.output_text is not None:
-                call.capture = dict(call.capture or {})
-                from . import semconv as sc
-
-                text = "".join(call.output_text)
-                call.capture[sc.GEN_AI_OUTPUT_MESSAGES] = text
-                call.capture[sc.OI_OUTPUT_VALUE] = text
+            if settings.capture_content and call.output_text is not None and call.error is None:
+                _capture_output(call)
             settings.telemetry.end_call(
                 call, self.span, time.perf_counter() - self.started, node.root.name if node is not None else None
             )
@@ -355,7 +354,7 @@ def _truncated(finish_reasons: list[str]) -> bool:
 
 
 def begin(call: ModelCall, input_chars: Callable[[], int], summarize: Callable[[str, int], Any] | None = None,
-          capture_input: Callable[[], str] | None = None) -> Guard | None:
+          capture_input: Callable[[], Any] | None = None) -> Guard | None:
     """Admit a call: raises BudgetExceeded (or UnknownPriceError) when it does not fit; None for nested calls.
 
     `input_chars` is called only when a token or money limit needs an input estimate.
@@ -382,6 +381,8 @@ def begin(call: ModelCall, input_chars: Callable[[], int], summarize: Callable[[
             node.summarize = summarize
     settings = config.get()
     span = None
+    if node is not None and node.conversation_id is not None and call.conversation_id is None:
+        call.conversation_id = node.conversation_id
     try:
         span = settings.telemetry.start_call(call)
         if admission is not None and admission.shared:
@@ -389,15 +390,32 @@ def begin(call: ModelCall, input_chars: Callable[[], int], summarize: Callable[[
 
             span.set_attribute(sc.LEDGER_ENFORCED, all(r.enforced for r in admission.shared))
         if settings.capture_content and capture_input is not None:
-            from . import semconv as sc
-
-            text = capture_input()
-            span.set_attribute(sc.GEN_AI_INPUT_MESSAGES, text)
-            span.set_attribute(sc.OI_INPUT_VALUE, text)
+            call.capture = _input_capture(capture_input())
             call.output_text = []
     except Exception:  # noqa: BLE001
         log.debug("otel-budget: could not start a call span", exc_info=True)
     return Guard(call, node, admission, span, chars)
+
+
+def _input_capture(captured: Any) -> dict[str, Any]:
+    """Content attributes of a request: (system instructions, messages) from an adapter, or legacy text."""
+    from . import messages
+    from . import semconv as sc
+
+    if isinstance(captured, tuple):
+        return messages.input_attributes(*captured)
+    return {sc.GEN_AI_INPUT_MESSAGES: captured, sc.OI_INPUT_VALUE: captured}
+
+
+def _capture_output(call: ModelCall) -> None:
+    """Add the answer (text and tool calls, in the conventions' message schema) to the call's content."""
+    from . import messages
+
+    try:
+        answer = messages.output_messages(call.output_text, call.tool_calls, call.finish_reasons)
+        call.capture = {**(call.capture or {}), **messages.output_attributes(answer)}
+    except Exception:  # noqa: BLE001
+        log.debug("otel-budget: could not record the answer's content", exc_info=True)
 
 
 def in_call() -> ContextVar[bool]:

@@ -216,6 +216,7 @@ class RunNode:
         self.name = name
         self.budget = budget
         self.parent = parent
+        self.conversation_id: str | None = parent.conversation_id if parent is not None else None
         self.root: RunNode = parent.root if parent is not None else self
         self.depth: int = parent.depth + 1 if parent is not None else 1
         self.account = lg.Account(budget.limits(), name=name)
@@ -233,6 +234,7 @@ class RunNode:
         self.tools_requested: Counter[str] = Counter()
         self.tools_executed: Counter[str] = Counter()
         self.pending_tools: Counter[str] = Counter()
+        self.requested_ids: dict[str, list[str]] = {}  # name + canonical arguments -> call ids the model gave
         self._last_request: str | None = None
         self._request_streak = 0
         self._last_exec: str | None = None
@@ -774,6 +776,19 @@ class RunNode:
             self.stop_state = (reason, field, f"the answer of call {adm.turn} was cut at {adm.max_output_tokens} "
                                f"output tokens: that was all {field} left room for.")
 
+    def take_call_id(self, name: str, arguments: Any) -> str | None:
+        """The call id the model gave a tool call with this name and arguments, once (None when unknown)."""
+        key = f"{name}\x00{canonical_arguments(arguments)}"
+        for node in self.chain:
+            with self.lock:
+                ids = node.requested_ids.get(key)
+                if ids:
+                    found = ids.pop(0)
+                    if not ids:
+                        del node.requested_ids[key]
+                    return found
+        return None
+
     def record_tool_requests(self, calls: list[tuple[Any, ...]]) -> None:
         """The model asked for these tools, as (name, arguments[, call id]): count them, watch for repetition
         and for calls that need a person's approval.
@@ -791,6 +806,10 @@ class RunNode:
                 self.approval.on_request(self, name, args, call_id[0] if call_id else None)
             self.pending_tools[name] += 1
             key = f"{name}\x00{canonical_arguments(args)}"
+            if call_id and call_id[0] and len(self.requested_ids) < 256:
+                ids = self.requested_ids.setdefault(key, [])
+                if len(ids) < 16:  # bounded: ids of calls no @tool runs directly are never taken
+                    ids.append(str(call_id[0]))
             self._request_streak = self._request_streak + 1 if key == self._last_request else 1
             self._last_request = key
             if limit is not None and self._request_streak >= limit and self.stop_state is None:

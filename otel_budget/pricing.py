@@ -17,7 +17,8 @@ from .budget import Price
 log = logging.getLogger(__name__)
 
 #: Our provider names -> genai-prices provider ids.
-_PROVIDER_IDS = {"openai": "openai", "anthropic": "anthropic", "gcp.gemini": "google", "google": "google"}
+_PROVIDER_IDS = {"openai": "openai", "anthropic": "anthropic", "gcp.gemini": "google", "gcp.vertex_ai": "google",
+                 "google": "google"}
 
 
 @dataclass(frozen=True, slots=True)

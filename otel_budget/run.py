@@ -44,9 +44,10 @@ __all__ = ["Admission", "Run", "RunNode", "canonical_arguments", "current_run", 
 class Run:
     """`run(name, budget=...)`: a context manager (sync and async) and a decorator that opens a run."""
 
-    def __init__(self, name: str, budget: Budget | None = None) -> None:
+    def __init__(self, name: str, budget: Budget | None = None, conversation_id: str | None = None) -> None:
         self.name = name
         self._budget = budget
+        self._conversation_id = conversation_id
         self._node: RunNode | None = None
         self._token: Token[RunNode | None] | None = None
         self._otel_token: object | None = None
@@ -147,6 +148,8 @@ class Run:
         # A nested run without a budget is bounded by its ancestors only; a top run falls back to the default.
         budget = self._budget or (settings.default_budget if parent is None else None) or Budget()
         node = RunNode(self.name, budget, parent)
+        if self._conversation_id is not None:
+            node.conversation_id = str(self._conversation_id)
         self._node = node
         span_options = self._prepare(node)
         try:
@@ -283,12 +286,12 @@ class Run:
         """Use as a decorator: every call of `func` is a fresh run. It returns what `func` returned when the run
         ended `done`, and the run's `RunOutcome` when it stopped (typed `R | RunOutcome`, so a checker makes the
         caller look)."""
-        name, budget = self.name, self._budget
+        name, budget, conversation = self.name, self._budget, self._conversation_id
         if inspect.iscoroutinefunction(func):
 
             @functools.wraps(func)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                r = Run(name, budget)
+                r = Run(name, budget, conversation)
                 result: Any = None
                 async with r:
                     result = await func(*args, **kwargs)
@@ -298,7 +301,7 @@ class Run:
 
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            r = Run(name, budget)
+            r = Run(name, budget, conversation)
             result: Any = None
             with r:
                 result = func(*args, **kwargs)
@@ -307,12 +310,13 @@ class Run:
         return wrapper
 
 
-def run(name: str, budget: Budget | None = None) -> Run:
+def run(name: str, budget: Budget | None = None, *, conversation_id: str | None = None) -> Run:
     """Open a budgeted run: `with otel_budget.run("agent", budget=Budget(max_steps=25)) as run: ...`.
 
     Nested runs draw from their ancestors' budgets too. With no budget, the one given to `instrument()` applies.
+    `conversation_id` is recorded as `gen_ai.conversation.id` on the run span and every call span in the run.
     """
-    return Run(name, budget)
+    return Run(name, budget, conversation_id)
 
 
 def _holdback(node: RunNode) -> dict[str, float] | None:

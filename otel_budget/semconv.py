@@ -22,6 +22,21 @@ GEN_AI_TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"
 GEN_AI_TOOL_CALL_RESULT = "gen_ai.tool.call.result"
 GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"
 GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"
+GEN_AI_SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
+GEN_AI_REQUEST_TEMPERATURE = "gen_ai.request.temperature"
+GEN_AI_REQUEST_TOP_P = "gen_ai.request.top_p"
+GEN_AI_REQUEST_TOP_K = "gen_ai.request.top_k"
+GEN_AI_REQUEST_SEED = "gen_ai.request.seed"
+GEN_AI_REQUEST_STOP_SEQUENCES = "gen_ai.request.stop_sequences"
+GEN_AI_REQUEST_FREQUENCY_PENALTY = "gen_ai.request.frequency_penalty"
+GEN_AI_REQUEST_PRESENCE_PENALTY = "gen_ai.request.presence_penalty"
+GEN_AI_REQUEST_CHOICE_COUNT = "gen_ai.request.choice.count"
+GEN_AI_OUTPUT_TYPE = "gen_ai.output.type"
+GEN_AI_CONVERSATION_ID = "gen_ai.conversation.id"
+GEN_AI_TOOL_TYPE = "gen_ai.tool.type"
+GEN_AI_TOOL_DESCRIPTION = "gen_ai.tool.description"
+SERVER_ADDRESS = "server.address"
+SERVER_PORT = "server.port"
 GEN_AI_TOKEN_TYPE = "gen_ai.token.type"
 ERROR_TYPE = "error.type"
 
@@ -30,9 +45,16 @@ OP_INVOKE_AGENT = "invoke_agent"
 OP_EXECUTE_TOOL = "execute_tool"
 OP_GENERATE_CONTENT = "generate_content"
 
+OUTPUT_TEXT = "text"
+OUTPUT_JSON = "json"
+TOOL_TYPE_FUNCTION = "function"
+#: The event carrying a call's content when OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT asks for events.
+EVENT_INFERENCE_DETAILS = "gen_ai.client.inference.operation.details"
+
 PROVIDER_OPENAI = "openai"
 PROVIDER_ANTHROPIC = "anthropic"
 PROVIDER_GEMINI = "gcp.gemini"
+PROVIDER_VERTEX_AI = "gcp.vertex_ai"
 
 # --- OpenInference -------------------------------------------------------------------------------------
 OI_SPAN_KIND = "openinference.span.kind"
@@ -53,6 +75,22 @@ OI_COST_TOTAL = "llm.cost.total"
 OI_TOOL_NAME = "tool.name"
 OI_INPUT_VALUE = "input.value"
 OI_OUTPUT_VALUE = "output.value"
+OI_TOKEN_REASONING = "llm.token_count.completion_details.reasoning"
+OI_INVOCATION_PARAMETERS = "llm.invocation_parameters"
+OI_TOOL_DESCRIPTION = "tool.description"
+OI_SESSION_ID = "session.id"
+#: Flattened message lists: llm.input_messages.{i}.message.role, ... (OpenInference's chat view).
+OI_INPUT_MESSAGES = "llm.input_messages"
+OI_OUTPUT_MESSAGES = "llm.output_messages"
+OI_MESSAGE_ROLE = "message.role"
+OI_MESSAGE_CONTENT = "message.content"
+OI_MESSAGE_TOOL_CALL_ID = "message.tool_call_id"
+OI_MESSAGE_TOOL_CALLS = "message.tool_calls"
+OI_TOOL_CALL_ID = "tool_call.id"
+OI_TOOL_CALL_FUNCTION_NAME = "tool_call.function.name"
+OI_TOOL_CALL_FUNCTION_ARGUMENTS = "tool_call.function.arguments"
+#: OpenInference's llm.provider where it differs from gen_ai.provider.name.
+OI_PROVIDERS = {PROVIDER_GEMINI: "google", PROVIDER_VERTEX_AI: "google"}
 
 # --- otel-budget ---------------------------------------------------------------------------------------
 STOP_REASON = "stop.reason"
@@ -93,6 +131,20 @@ SPAN_DIMS = ("steps", "tool_calls", "seconds", "input_tokens", "output_tokens", 
 # --- metrics (instrument names; Prometheus shows them with dots as underscores) -------------------------
 METRIC_TOKEN_USAGE = "gen_ai.client.token.usage"  # gen_ai_client_token_usage
 METRIC_OPERATION_DURATION = "gen_ai.client.operation.duration"  # gen_ai_client_operation_duration_seconds
+# The newest (unreleased) GenAI metric names, emitted instead of the two above under
+# OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental (client-inference.md of semantic-conventions-genai).
+METRIC_INFERENCE_DURATION = "gen_ai.client.inference.duration"  # histogram, s
+METRIC_OPERATION_INPUT_TOKENS = "gen_ai.client.inference.operation.input_tokens"  # histogram per call, {token}
+METRIC_OPERATION_OUTPUT_TOKENS = "gen_ai.client.inference.operation.output_tokens"  # histogram per call, {token}
+METRIC_USAGE_INPUT_TOKENS = "gen_ai.client.inference.usage.input_tokens"  # counter, {token}, by modality
+METRIC_USAGE_OUTPUT_TOKENS = "gen_ai.client.inference.usage.output_tokens"  # counter
+METRIC_USAGE_CACHE_READ_TOKENS = "gen_ai.client.inference.usage.cache_read.input_tokens"  # counter (subset of input)
+METRIC_USAGE_CACHE_WRITE_TOKENS = "gen_ai.client.inference.usage.cache_write.input_tokens"  # counter
+METRIC_USAGE_REASONING_TOKENS = "gen_ai.client.inference.usage.reasoning.output_tokens"  # counter (subset of output)
+GEN_AI_TOKEN_MODALITY = "gen_ai.token.modality"
+MODALITY_UNKNOWN = "unknown"  # providers do not break usage down by modality for us
+ENV_SEMCONV_OPT_IN = "OTEL_SEMCONV_STABILITY_OPT_IN"
+OPT_IN_GEN_AI_LATEST = "gen_ai_latest_experimental"
 METRIC_COST = "otel_budget.cost.usd"  # otel_budget_cost_usd_total
 METRIC_RUNS = "otel_budget.runs"  # otel_budget_runs_total
 METRIC_RUN_UTILIZATION = "otel_budget.run.utilization"  # otel_budget_run_utilization

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import weakref
 from collections.abc import Iterable
@@ -18,6 +19,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from . import semconv as sc
 from .budget import RunOutcome, StopReason
+from .messages import capture_mode
 from .signatures import arguments_signature, result_signature
 
 if TYPE_CHECKING:
@@ -25,6 +27,8 @@ if TYPE_CHECKING:
     from .run import RunNode
 
 log = logging.getLogger(__name__)
+#: Request attributes whose llm.invocation_parameters key is not their last name segment.
+_INVOCATION_NAMES = {sc.GEN_AI_REQUEST_CHOICE_COUNT: "n", sc.GEN_AI_OUTPUT_TYPE: "output_type"}
 
 
 class Telemetry:
@@ -35,14 +39,18 @@ class Telemetry:
 
         self.tracer = trace.get_tracer(sc.TRACER_NAME, __version__, tracer_provider=tracer_provider)
         meter = metrics.get_meter(sc.TRACER_NAME, __version__, meter_provider=meter_provider)
-        self.token_usage = meter.create_histogram(
-            sc.METRIC_TOKEN_USAGE,
-            unit="{token}",
-            description="Number of input and output tokens used.",
-            explicit_bucket_boundaries_advisory=list(sc.TOKEN_BUCKETS),
-        )
+        self.latest = latest_gen_ai_metrics()
+        if self.latest:
+            self._latest_instruments(meter)
+        else:
+            self.token_usage = meter.create_histogram(
+                sc.METRIC_TOKEN_USAGE,
+                unit="{token}",
+                description="Number of input and output tokens used.",
+                explicit_bucket_boundaries_advisory=list(sc.TOKEN_BUCKETS),
+            )
         self.duration = meter.create_histogram(
-            sc.METRIC_OPERATION_DURATION,
+            sc.METRIC_INFERENCE_DURATION if self.latest else sc.METRIC_OPERATION_DURATION,
             unit="s",
             description="GenAI operation duration.",
             explicit_bucket_boundaries_advisory=list(sc.DURATION_BUCKETS),
@@ -62,6 +70,39 @@ class Telemetry:
             description="Highest utilization (used / limit) among the active runs of a name, per dimension.",
         )
 
+    def _latest_instruments(self, meter: Any) -> None:
+        """The newest GenAI token metrics: per-call histograms and usage counters by modality."""
+        buckets = list(sc.TOKEN_BUCKETS)
+        self.op_input = meter.create_histogram(sc.METRIC_OPERATION_INPUT_TOKENS, unit="{token}",
+                                               description="Input tokens per inference operation.",
+                                               explicit_bucket_boundaries_advisory=buckets)
+        self.op_output = meter.create_histogram(sc.METRIC_OPERATION_OUTPUT_TOKENS, unit="{token}",
+                                                description="Output tokens per inference operation.",
+                                                explicit_bucket_boundaries_advisory=buckets)
+        self.usage_counters = [
+            (meter.create_counter(name, unit="{token}", description=text), field)
+            for name, field, text in (
+                (sc.METRIC_USAGE_INPUT_TOKENS, "input_tokens", "Input tokens used."),
+                (sc.METRIC_USAGE_OUTPUT_TOKENS, "output_tokens", "Output tokens used, reasoning included."),
+                (sc.METRIC_USAGE_CACHE_READ_TOKENS, "cache_read", "Input tokens read from a provider cache."),
+                (sc.METRIC_USAGE_CACHE_WRITE_TOKENS, "cache_write", "Input tokens written to a provider cache."),
+                (sc.METRIC_USAGE_REASONING_TOKENS, "reasoning", "Output tokens used for reasoning."),
+            )
+        ]
+
+    def _record_tokens(self, u: Any, metric_attrs: dict[str, Any]) -> None:
+        if not self.latest:
+            self.token_usage.record(u.input_tokens, {**metric_attrs, sc.GEN_AI_TOKEN_TYPE: "input"})
+            self.token_usage.record(u.output_tokens, {**metric_attrs, sc.GEN_AI_TOKEN_TYPE: "output"})
+            return
+        self.op_input.record(u.input_tokens, metric_attrs)
+        self.op_output.record(u.output_tokens, metric_attrs)
+        by_modality = {**metric_attrs, sc.GEN_AI_TOKEN_MODALITY: sc.MODALITY_UNKNOWN}
+        for counter, field in self.usage_counters:
+            value = getattr(u, field)
+            if value:
+                counter.add(value, by_modality)
+
     # --- runs -------------------------------------------------------------------------------------------
 
     def start_run(self, node: RunNode, context: Any = None, links: Any = None, attributes: Any = None) -> Any:
@@ -71,6 +112,9 @@ class Telemetry:
             sc.OI_SPAN_KIND: sc.OI_KIND_AGENT,
             sc.RUN_DEPTH: node.depth,
         }
+        if node.conversation_id is not None:
+            attrs[sc.GEN_AI_CONVERSATION_ID] = node.conversation_id
+            attrs[sc.OI_SESSION_ID] = node.conversation_id
         for dim, limit in node.span_limits().items():
             attrs[sc.LIMIT_PREFIX + dim] = limit
         if attributes:
@@ -99,7 +143,7 @@ class Telemetry:
                 "input_tokens": usage.input_tokens,
                 "output_tokens": usage.output_tokens,
                 "total_tokens": usage.input_tokens + usage.output_tokens,
-                "usd": usage.cost_usd,
+                "usd": _money(usage.cost_usd),
             }
             attrs: dict[str, Any] = {sc.STOP_REASON: reason, sc.UNPRICED_CALLS: usage.unpriced_calls}
             for dim, value in used.items():
@@ -159,10 +203,25 @@ class Telemetry:
             sc.GEN_AI_PROVIDER_NAME: call.provider,
             sc.GEN_AI_REQUEST_MODEL: call.model,
             sc.OI_SPAN_KIND: sc.OI_KIND_LLM,
-            sc.OI_LLM_PROVIDER: call.provider,
+            sc.OI_LLM_PROVIDER: sc.OI_PROVIDERS.get(call.provider, call.provider),
         }
         if call.max_output_tokens is not None:
             attrs[sc.GEN_AI_REQUEST_MAX_TOKENS] = call.max_output_tokens
+        invocation: dict[str, Any] = {"model": call.model}
+        if call.max_output_tokens is not None:
+            invocation["max_tokens"] = call.max_output_tokens
+        if call.params:
+            attrs.update(call.params)
+            for attr, value in call.params.items():
+                invocation[_INVOCATION_NAMES.get(attr) or attr.rsplit(".", 1)[-1]] = value
+        attrs[sc.OI_INVOCATION_PARAMETERS] = json.dumps(invocation, default=str)
+        if call.server is not None:
+            attrs[sc.SERVER_ADDRESS] = call.server[0]
+            if call.server[1] is not None:
+                attrs[sc.SERVER_PORT] = call.server[1]
+        if call.conversation_id is not None:
+            attrs[sc.GEN_AI_CONVERSATION_ID] = call.conversation_id
+            attrs[sc.OI_SESSION_ID] = call.conversation_id
         from .instrumentation._peers import peer_span
 
         peer = peer_span()  # another instrumentor's span of this very call: one LLM span, ours in content
@@ -205,34 +264,42 @@ class Telemetry:
                     attrs[sc.OI_TOKEN_CACHE_WRITE] = u.cache_write
                 if u.reasoning:
                     attrs[sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = u.reasoning
+                    attrs[sc.OI_TOKEN_REASONING] = u.reasoning
             if call.cost_usd is not None:
-                attrs[sc.COST_USD] = call.cost_usd
-                attrs[sc.OI_COST_TOTAL] = call.cost_usd
+                attrs[sc.COST_USD] = _money(call.cost_usd)
+                attrs[sc.OI_COST_TOTAL] = _money(call.cost_usd)
                 if call.cost_input_usd is not None:
-                    attrs[sc.OI_COST_PROMPT] = call.cost_input_usd
-                    attrs[sc.OI_COST_COMPLETION] = call.cost_usd - call.cost_input_usd
+                    attrs[sc.OI_COST_PROMPT] = _money(call.cost_input_usd)
+                    attrs[sc.OI_COST_COMPLETION] = _money(call.cost_usd - call.cost_input_usd)
             if call.tool_calls:
                 attrs[sc.ACTIONS] = [f"{name}:{arguments_signature(args)}" for name, args, *_ in call.tool_calls]
             if call.capture is not None:
-                attrs.update(call.capture)
+                on_span, as_event = capture_mode()
+                if on_span:
+                    attrs.update(call.capture)
+                if as_event:
+                    span.add_event(sc.EVENT_INFERENCE_DETAILS, call.capture)
             span.set_attributes(attrs)
             if call.error is not None:
                 attrs_err = type(call.error).__name__
                 span.set_attribute(sc.ERROR_TYPE, attrs_err)
                 span.set_status(Status(StatusCode.ERROR, str(call.error)[:500]))
-            metric_attrs = {
+            metric_attrs: dict[str, Any] = {
                 sc.GEN_AI_OPERATION_NAME: call.operation,
                 sc.GEN_AI_PROVIDER_NAME: call.provider,
                 sc.GEN_AI_REQUEST_MODEL: call.model,
             }
             if call.response_model:
                 metric_attrs[sc.GEN_AI_RESPONSE_MODEL] = call.response_model
+            if call.server is not None:
+                metric_attrs[sc.SERVER_ADDRESS] = call.server[0]
+                if call.server[1] is not None:
+                    metric_attrs[sc.SERVER_PORT] = call.server[1]
             if call.error is not None:
                 metric_attrs[sc.ERROR_TYPE] = type(call.error).__name__
             self.duration.record(duration, metric_attrs)
             if u is not None:
-                self.token_usage.record(u.input_tokens, {**metric_attrs, sc.GEN_AI_TOKEN_TYPE: "input"})
-                self.token_usage.record(u.output_tokens, {**metric_attrs, sc.GEN_AI_TOKEN_TYPE: "output"})
+                self._record_tokens(u, metric_attrs)
             if call.cost_usd:
                 self.cost.add(
                     call.cost_usd,
@@ -249,13 +316,18 @@ class Telemetry:
 
     # --- tools ------------------------------------------------------------------------------------------
 
-    def start_tool(self, name: str, call_id: str | None, arguments: Any, capture: bool) -> Any:
+    def start_tool(self, name: str, call_id: str | None, arguments: Any, capture: bool,
+                   description: str | None = None) -> Any:
         attrs: dict[str, Any] = {
             sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL,
             sc.GEN_AI_TOOL_NAME: name,
+            sc.GEN_AI_TOOL_TYPE: sc.TOOL_TYPE_FUNCTION,
             sc.OI_SPAN_KIND: sc.OI_KIND_TOOL,
             sc.OI_TOOL_NAME: name,
         }
+        if description:
+            attrs[sc.GEN_AI_TOOL_DESCRIPTION] = description
+            attrs[sc.OI_TOOL_DESCRIPTION] = description
         if call_id:
             attrs[sc.GEN_AI_TOOL_CALL_ID] = call_id
         try:
@@ -294,6 +366,17 @@ def _recorded_wrap_up(node: RunNode, outcome: RunOutcome) -> str:
     if node.budget.wrap_up == "model" and not config.get().capture_content:
         return template_wrap_up(node, outcome, None)
     return outcome.wrap_up
+
+
+def latest_gen_ai_metrics() -> bool:
+    """Whether OTEL_SEMCONV_STABILITY_OPT_IN asks for the newest GenAI metric names."""
+    value = os.environ.get(sc.ENV_SEMCONV_OPT_IN, "")
+    return sc.OPT_IN_GEN_AI_LATEST in {v.strip() for v in value.split(",")}
+
+
+def _money(usd: float) -> float:
+    """A cost without float noise (0.00030000000000000014 -> 0.0003)."""
+    return round(usd, 10)
 
 
 def _json(value: Any) -> str:

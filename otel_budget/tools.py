@@ -83,10 +83,18 @@ def _before(fn: Callable[..., Any], name: str, cost: float, args: tuple[Any, ...
     reserved = node.admit_tool(name, arguments, cost) if node is not None else {}
     span = None
     try:
-        span = settings.telemetry.start_tool(name, kwargs.get("tool_call_id"), arguments, settings.capture_content)
+        call_id = kwargs.get("tool_call_id") or (node.take_call_id(name, arguments) if node is not None else None)
+        span = settings.telemetry.start_tool(name, call_id, arguments, settings.capture_content,
+                                             description=_description(fn))
     except Exception:  # noqa: BLE001
         span = None
     return node, name, reserved, span, cost, arguments
+
+
+def _description(fn: Callable[..., Any]) -> str | None:
+    """A tool's description: its docstring's first paragraph."""
+    doc = inspect.getdoc(fn)
+    return doc.split("\n\n", 1)[0].strip() or None if doc else None
 
 
 def _after(state: tuple, result: Any, error: BaseException | None) -> None:
@@ -102,7 +110,8 @@ def _after(state: tuple, result: Any, error: BaseException | None) -> None:
             pass
 
 
-def begin_tool(name: str, arguments: Any, call_id: str | None = None, cost_usd: float = 0.0) -> tuple:
+def begin_tool(name: str, arguments: Any, call_id: str | None = None, cost_usd: float = 0.0,
+               description: str | None = None) -> tuple:
     """For framework adapters: check a tool execution in the current run (raises BudgetExceeded) and span it.
 
     Pass the result to `end_tool` exactly once. A tool call the model requested is counted once, not again here.
@@ -113,7 +122,8 @@ def begin_tool(name: str, arguments: Any, call_id: str | None = None, cost_usd: 
     reserved = node.admit_tool(name, arguments, cost_usd) if node is not None else {}
     span = None
     try:
-        span = settings.telemetry.start_tool(name, call_id, arguments, settings.capture_content)
+        span = settings.telemetry.start_tool(name, call_id, arguments, settings.capture_content,
+                                             description=description)
     except Exception:  # noqa: BLE001
         span = None
     return node, name, reserved, span, cost_usd, arguments

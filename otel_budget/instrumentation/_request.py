@@ -13,6 +13,7 @@ from typing import Any, Protocol, TypeVar
 
 from .. import calls, config
 from ..node import RoomPending, may_await_room
+from . import _params
 from ._patch import Patches
 from ._peers import is_wrapper, mark_refused, quiet
 from ._stream import Accumulator, AsyncStream, RawStreamResponse, SyncStream
@@ -57,7 +58,11 @@ def _split(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, bool]:
     return options, bool(stream)
 
 
-def _capture(options: Any) -> str:
+def _capture(adapter: Adapter, options: Any) -> Any:
+    """The request's content: (system instructions, messages) when the adapter reads them, else its JSON."""
+    content = getattr(adapter, "content", None)
+    if content is not None and isinstance(options.json_data, dict):
+        return content(options)
     try:
         return json.dumps(options.json_data, default=str)
     except Exception:  # noqa: BLE001
@@ -74,12 +79,13 @@ def _start(adapter: Adapter, instance: Any, args: tuple[Any, ...], kwargs: dict[
         return None
     if call is None:
         return None
+    call.server = _params.server(getattr(instance, "base_url", None))
     try:
         guard = calls.begin(
             call,
             lambda: body_chars(options),
             summarize=_safe(adapter, instance, call),
-            capture_input=lambda: _capture(options),
+            capture_input=lambda: _capture(adapter, options),
         )  # BudgetExceeded / UnknownPriceError propagate: a budget decision
     except calls.BudgetExceeded as exc:
         mark_refused(call.operation, call.model, exc.reason.value, exc.limit)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import messages as msg
 from .. import semconv as sc
 from ..calls import Guard, ModelCall, TokenUsage
-from . import _request
+from . import _params, _request
 from ._patch import Patches
 from .openai import _get, _length
 
@@ -101,6 +102,35 @@ class MessageStream:
         call.tool_calls = [(n, a or "{}", i) for n, a, i in (self.blocks[k] for k in sorted(self.blocks))]
 
 
+def messages_content(body: dict[str, Any]) -> tuple[list[dict[str, Any]] | None, list[msg.Message]]:
+    """A messages request: `system` is system instructions; content blocks become typed parts."""
+    system = body.get("system")
+    out: list[msg.Message] = []
+    for m in body.get("messages") or ():
+        if not isinstance(m, dict):
+            continue
+        content = m.get("content")
+        blocks = content if isinstance(content, list) else [content]
+        parts: list[dict[str, Any]] = []
+        for block in blocks:
+            if not isinstance(block, dict):
+                parts.extend(msg.content_parts(block))
+            elif block.get("type") == "tool_use":
+                parts.append(msg.tool_call(block.get("id"), block.get("name"), block.get("input")))
+            elif block.get("type") == "tool_result":
+                parts.append(msg.tool_response(block.get("tool_use_id"), _result_text(block.get("content"))))
+            else:
+                parts.extend(msg.content_parts([block]))
+        out.append({"role": str(m.get("role", "user")), "parts": parts})
+    return (msg.content_parts(system) if system else None), out
+
+
+def _result_text(content: Any) -> Any:
+    if isinstance(content, list):
+        return "".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+    return content
+
+
 class AnthropicAdapter:
     provider = sc.PROVIDER_ANTHROPIC
 
@@ -114,7 +144,14 @@ class AnthropicAdapter:
             stream or body.get("stream") is True,
         )
         call.prompt = (body, "messages")
+        output = body.get("output_config")
+        call.params = _params.read(body, _params.OPENAI_KEYS, stop="stop_sequences",
+                                   output_format=output.get("format") if isinstance(output, dict) else None)
         return call
+
+    def content(self, options: Any) -> tuple[Any, list[msg.Message]]:
+        """The request's content in the conventions' message schema (only read when content is captured)."""
+        return messages_content(options.json_data)
 
     def prepare(self, options: Any, call: ModelCall, guard: Guard | None) -> None:
         if getattr(options, "span_name", None) is not None:

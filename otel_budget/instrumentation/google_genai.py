@@ -18,10 +18,12 @@ import math
 from typing import Any
 
 from .. import calls
+from .. import messages as msg
 from .. import semconv as sc
 from .. import tools as tool_calls
 from ..budget import BudgetExceeded
 from ..calls import Guard, ModelCall, TokenUsage
+from . import _params
 from ._patch import Patches
 from ._request import admit_async
 from ._stream import AsyncStream, SyncStream
@@ -103,6 +105,44 @@ class ChunkReader:
         self.call.tool_calls = list(self.calls)
 
 
+def contents_messages(body: dict[str, Any]) -> tuple[list[dict[str, Any]] | None, list[msg.Message]]:
+    """A generateContent request in the conventions' schema: `systemInstruction` apart, `contents` as messages."""
+    system_parts = _parts((body.get("systemInstruction") or {}).get("parts"))
+    out: list[msg.Message] = []
+    for content in body.get("contents") or ():
+        if not isinstance(content, dict):
+            continue
+        parts = _parts(content.get("parts"))
+        role = {"model": "assistant"}.get(str(content.get("role", "user")), str(content.get("role", "user")))
+        if parts and all(p["type"] == "tool_call_response" for p in parts):
+            role = "tool"
+        out.append({"role": role, "parts": parts})
+    return system_parts or None, out
+
+
+def _parts(parts: Any) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for part in parts or ():
+        if not isinstance(part, dict):
+            continue
+        if isinstance(part.get("text"), str):
+            out.append({"type": "reasoning", "content": part["text"]} if part.get("thought") else msg.text(part["text"]))
+        elif isinstance(part.get("functionCall"), dict):
+            fc = part["functionCall"]
+            out.append(msg.tool_call(fc.get("id"), fc.get("name"), fc.get("args") or {}))
+        elif isinstance(part.get("functionResponse"), dict):
+            fr = part["functionResponse"]
+            out.append(msg.tool_response(fr.get("id") or fr.get("name"), fr.get("response")))
+        else:
+            out.append({"type": next(iter(part), "unknown")})
+    return out
+
+
+def _server(client: Any) -> tuple[str, int | None] | None:
+    """(server.address, server.port) of the API client's base URL."""
+    return _params.server(getattr(getattr(client, "_http_options", None), "base_url", None))
+
+
 def _split(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, str, Any, Any]:
     names = ("http_method", "path", "request_dict", "http_options")
     values = list(args) + [kwargs.get(n) for n in names[len(args):]]
@@ -132,8 +172,12 @@ def _start(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any], stream:
             return None
         config = body.get("generationConfig") or {}
         limit = config.get("maxOutputTokens")
-        call = ModelCall(sc.PROVIDER_GEMINI, sc.OP_CHAT, model, limit if isinstance(limit, int) else None, stream,
+        provider = sc.PROVIDER_VERTEX_AI if getattr(instance, "vertexai", False) else sc.PROVIDER_GEMINI
+        call = ModelCall(provider, sc.OP_GENERATE_CONTENT, model, limit if isinstance(limit, int) else None, stream,
                          choices=config.get("candidateCount") or 1)
+        call.params = _params.read(config, _params.GEMINI_KEYS, stop="stopSequences",
+                                   choices=config.get("candidateCount"), output_format=config.get("responseMimeType"))
+        call.server = _server(instance)
     except Exception:  # noqa: BLE001 - our bug: the original call goes through unchanged
         log.warning("otel-budget: could not read a google-genai request; sending it unmetered", exc_info=True)
         return None
@@ -141,7 +185,7 @@ def _start(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any], stream:
         call,
         lambda: len(json.dumps(body, default=str)),
         summarize=_summarizer(instance, model, is_async),
-        capture_input=lambda: json.dumps(body.get("contents"), default=str),
+        capture_input=lambda: contents_messages(body),
     )
     if guard is None:
         return None

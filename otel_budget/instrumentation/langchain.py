@@ -110,7 +110,7 @@ class _GraphCall:
         if isinstance(self.carried, PausedRun):
             paused = self.carried
             return resume(paused, approved=_decision(self.resume_value, paused), budget=self.budget)
-        return Run(self.name, self.budget)
+        return Run(self.name, self.budget, conversation_id=self.thread)
 
     def start(self, run: Run) -> None:
         node = run.node
@@ -496,10 +496,15 @@ def _interrupted(state: tuple, exc: BaseException, call_id: str | None) -> bool:
     return True
 
 
+def _tool_description(tool: Any) -> str | None:
+    description = getattr(tool, "description", None)
+    return description if isinstance(description, str) and description else None
+
+
 def _tool_run(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     tool_input, call_id = _tool_args(args, kwargs)
     try:
-        state = begin_tool(str(instance.name), tool_input, call_id)
+        state = begin_tool(str(instance.name), tool_input, call_id, description=_tool_description(instance))
     except BudgetExceeded as exc:
         return _refused(instance, exc, call_id)
     span = state[3]
@@ -517,7 +522,7 @@ def _tool_run(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[s
 async def _tool_arun(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     tool_input, call_id = _tool_args(args, kwargs)
     try:
-        state = begin_tool(str(instance.name), tool_input, call_id)
+        state = begin_tool(str(instance.name), tool_input, call_id, description=_tool_description(instance))
     except BudgetExceeded as exc:
         return _refused(instance, exc, call_id)
     span = state[3]

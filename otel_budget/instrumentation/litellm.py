@@ -24,10 +24,11 @@ import wrapt
 from .. import calls, config
 from .. import semconv as sc
 from ..calls import Guard, ModelCall, TokenUsage
+from . import _params
 from ._patch import Patches
 from ._request import admit_async
 from ._stream import AsyncStream, SyncStream
-from .openai import ChatStream, _get, chat_usage, read_chat
+from .openai import ChatStream, _get, chat_content, chat_usage, read_chat
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ _PROVIDERS = {
     "text-completion-openai": sc.PROVIDER_OPENAI,
     "anthropic": sc.PROVIDER_ANTHROPIC,
     "gemini": sc.PROVIDER_GEMINI,
-    "vertex_ai": sc.PROVIDER_GEMINI,
+    "vertex_ai": sc.PROVIDER_VERTEX_AI,
 }
 _CHAT_ROUTE = "chat_completions"
 #: Connection settings a wrap-up call reuses.
@@ -90,8 +91,12 @@ def _describe(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> ModelCall:
     model, _ = _request(args, kwargs)
     provider, name = _split_model(model, kwargs)
     limit = kwargs.get("max_completion_tokens") or kwargs.get("max_tokens")
-    return ModelCall(provider, sc.OP_CHAT, name, limit if isinstance(limit, int) else None,
+    call = ModelCall(provider, sc.OP_CHAT, name, limit if isinstance(limit, int) else None,
                      bool(kwargs.get("stream")), choices=kwargs.get("n") or 1)
+    call.params = _params.read(kwargs, _params.OPENAI_KEYS, choices=kwargs.get("n"),
+                               output_format=kwargs.get("response_format"))
+    call.server = _params.server(kwargs.get("api_base") or kwargs.get("base_url"))
+    return call
 
 
 def _prepare(kwargs: Mapping[str, Any], call: ModelCall, guard: Guard) -> dict[str, Any]:
@@ -144,7 +149,7 @@ def _start(args: tuple[Any, ...], kwargs: Mapping[str, Any], is_async: bool) -> 
         call,
         lambda: _chars(messages, kwargs),
         summarize=_summarizer(model, kwargs, is_async),
-        capture_input=lambda: json.dumps(messages, default=str),
+        capture_input=lambda: chat_content(messages),
     )
     if guard is None:
         return None

@@ -9,9 +9,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from .. import messages as msg
 from .. import semconv as sc
 from ..calls import Guard, ModelCall, TokenUsage
-from . import _request
+from . import _params, _request
 from ._patch import Patches
 
 _CHAT = "/chat/completions"
@@ -109,6 +110,50 @@ def _length(text: Any) -> int:
         return 0
 
 
+def chat_content(messages: Any) -> tuple[None, list[msg.Message]]:
+    """Chat completion messages in the conventions' schema (a system message stays in the history)."""
+    out: list[msg.Message] = []
+    for m in messages or ():
+        if not isinstance(m, dict):
+            continue
+        role = str(m.get("role", "user"))
+        if role == "tool":
+            out.append({"role": "tool", "parts": [msg.tool_response(m.get("tool_call_id"), m.get("content"))]})
+            continue
+        parts = msg.content_parts(m.get("content"))
+        for tc in m.get("tool_calls") or ():
+            fn = _get(tc, "function") or {}
+            parts.append(msg.tool_call(_get(tc, "id"), _get(fn, "name"), _get(fn, "arguments")))
+        out.append({"role": "system" if role == "developer" else role, "parts": parts})
+    return None, out
+
+
+def responses_content(body: dict[str, Any]) -> tuple[list[dict[str, Any]] | None, list[msg.Message]]:
+    """A Responses request: `instructions` are system instructions; `input` items become messages."""
+    instructions = body.get("instructions")
+    system = msg.content_parts(instructions) if instructions else None
+    items = body.get("input")
+    if isinstance(items, str):
+        return system, [{"role": "user", "parts": [msg.text(items)]}]
+    out: list[msg.Message] = []
+    for item in items or ():
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "function_call":
+            out.append({"role": "assistant", "parts": [
+                msg.tool_call(item.get("call_id"), item.get("name"), item.get("arguments"))]})
+        elif kind == "function_call_output":
+            out.append({"role": "tool", "parts": [msg.tool_response(item.get("call_id"), item.get("output"))]})
+        elif "role" in item:
+            role = str(item["role"])
+            out.append({"role": "system" if role == "developer" else role,
+                        "parts": msg.content_parts(item.get("content"))})
+        else:
+            out.append({"role": "user", "parts": [{"type": str(kind or "unknown")}]})
+    return system, out
+
+
 class ChatStream:
     """Reads chat completion chunks; hides the usage chunk when we asked for it."""
 
@@ -199,11 +244,21 @@ class OpenAIAdapter:
             limit = body.get("max_output_tokens")
         call = ModelCall(self.provider, sc.OP_CHAT, str(body.get("model", "")), limit, stream or bool(body.get("stream")),
                          choices=body.get("n") if url == _CHAT else 1)
+        text = body.get("text")
+        fmt = body.get("response_format") if url == _CHAT else text.get("format") if isinstance(text, dict) else None
+        call.params = _params.read(body, _params.OPENAI_KEYS, choices=body.get("n"), output_format=fmt)
         if url == _CHAT:
             call.prompt = (body, "messages")
         elif not body.get("previous_response_id") and not body.get("conversation"):  # no server-side history
             call.prompt = (body, "input")
         return call
+
+    def content(self, options: Any) -> tuple[Any, list[msg.Message]]:
+        """The request's content in the conventions' message schema (only read when content is captured)."""
+        body = options.json_data
+        if options.url == _CHAT:
+            return chat_content(body.get("messages"))
+        return responses_content(body)
 
     def prepare(self, options: Any, call: ModelCall, guard: Guard | None) -> None:
         body = options.json_data

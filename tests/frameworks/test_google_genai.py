@@ -71,8 +71,8 @@ def test_healthy_run_with_automatic_function_calling_is_done(scripted_llm: Scrip
     assert (outcome.usage.reasoning_tokens, outcome.usage.cache_read_tokens) == (4, 20)
     assert outcome.usage.tool_calls == 1
     (run_span,) = _spans(otel, "invoke_agent")
-    chats = _spans(otel, "chat ")
-    assert [s.name for s in chats] == [f"chat {MODEL}"] * 2
+    chats = _spans(otel, "generate_content ")
+    assert [s.name for s in chats] == [f"generate_content {MODEL}"] * 2
     assert all(s.parent.span_id == run_span.context.span_id for s in chats)
     assert chats[1].attributes["gen_ai.provider.name"] == "gcp.gemini"
     assert chats[1].attributes["gen_ai.usage.output_tokens"] == 9
@@ -188,7 +188,7 @@ def test_streams_and_async_calls_are_counted_once(scripted_llm: ScriptedLLM, ote
     usage = run.outcome.usage if run.outcome else None
     assert usage is not None and usage.model_calls == 3 == len(scripted_llm.requests)
     assert (usage.input_tokens, usage.output_tokens, usage.reasoning_tokens) == (23, 11, 2)
-    assert len(_spans(otel, "chat ")) == 3
+    assert len(_spans(otel, "generate_content ")) == 3
 
 
 def test_budget_sets_the_output_limit_of_a_request_that_has_none(scripted_llm: ScriptedLLM, otel: Any) -> None:
