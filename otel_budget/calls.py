@@ -313,6 +313,8 @@ def begin(call: ModelCall, input_chars: Callable[[], int], summarize: Callable[[
             return memo[0]
 
         counted.memo = memo  # type: ignore[attr-defined]
+        if call.prompt is not None:  # the tool results this request carries: a stall stops it before it is sent
+            node.read_results(*call.prompt)
         admission = node.admit(call.provider, call.model, call.max_output_tokens, counted, call.choices, call.prompt)
         if admission.set_max_tokens:
             call.max_output_tokens = admission.max_output_tokens

@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from .run import RunNode
 
 _REASON_TEXT = {
+    StopReason.INCOMPLETE: "Stopped: the model stopped, but the work is not confirmed done (incomplete).",
     StopReason.CANCELLED: "Stopped: the run was cancelled before it finished.",
     StopReason.ERROR: "Stopped by an error before the run finished.",
     StopReason.AWAITING_APPROVAL: "Paused: the run is waiting for a person's approval before it goes on.",
@@ -66,10 +67,31 @@ def template_wrap_up(node: RunNode, outcome: RunOutcome, model_text: str | None 
     )
     if outcome.stop_reason is StopReason.DONE:
         return f"Completed: {done}"
+    if outcome.stop_reason is StopReason.STALLED:
+        return _stalled(node, outcome, done, model_text)
     head = _REASON_TEXT.get(outcome.stop_reason) or _limit_line(node, outcome)
     parts = [head, "The task is NOT complete; whatever the run produced so far is partial.", f"Done so far: {done}"]
-    if outcome.detail:
+    if outcome.stop_reason is StopReason.INCOMPLETE and outcome.detail:
+        parts.append(f"Missing: {outcome.detail[0].upper()}{outcome.detail[1:]}")
+    elif outcome.detail:
         parts.append(f"Missing: the rest of the task. {outcome.detail[0].upper()}{outcome.detail[1:]}")
+    else:
+        parts.append("Missing: the rest of the task.")
+    if model_text:
+        parts.append(f"Summary: {model_text.strip()}")
+    return " ".join(parts)
+
+
+def _stalled(node: RunNode, outcome: RunOutcome, done: str, model_text: str | None) -> str:
+    """`Stopped: no progress (max_stalls). next_page returned the same result 3 times in a row. ...`"""
+    detail = outcome.detail.split(", whatever", 1)[0].split(" (max_stalls", 1)[0]
+    tool = detail.split(" ", 1)[0] if detail else ""
+    kinds = len(node.progress.distinct.get(tool, ()))
+    parts = [f"Stopped: no progress (max_stalls). {detail}." if detail else "Stopped: no progress (max_stalls).",
+             "The task is NOT complete; whatever the run produced so far is partial.", f"Done: {done}"]
+    if tool:
+        parts.append(f"Missing: whatever {tool} was to return after its {plural(kinds, 'distinct result')}; "
+                     "the rest of the task.")
     else:
         parts.append("Missing: the rest of the task.")
     if model_text:
