@@ -47,10 +47,18 @@ def _limit_line(node: RunNode, outcome: RunOutcome) -> str:
         own = f"{used} of {cap_text} {unit} used" if cap is not None else "set by an enclosing run"
         return f"Stopped at a limit: {limit} ({own})."
     if outcome.stop_reason is StopReason.REPEAT:
-        return f"Stopped at a limit: max_repeats (the same tool call {node.budget.max_repeats} times in a row)."
+        what = "cycle of actions" if " the cycle " in outcome.detail else "tool call"
+        return f"Stopped at a limit: max_repeats (the same {what} {_repeat_cap(outcome.detail, node)} times in a row)."
     if outcome.stop_reason is StopReason.DEPTH:
         return "Stopped at a limit: max_depth (delegation deeper than the budget allows)."
     return f"Stopped at a limit: {limit or outcome.stop_reason.value}."
+
+
+def _repeat_cap(detail: str, node: RunNode) -> int | None:
+    """The allowance a repeat stop met (a poll's own, or max_repeats), as its detail names it."""
+    _, _, rest = detail.partition("(max_repeats=")
+    number = rest.split(")", 1)[0]
+    return int(number) if number.isdigit() else node.budget.max_repeats
 
 
 def template_wrap_up(node: RunNode, outcome: RunOutcome, model_text: str | None = None) -> str:
