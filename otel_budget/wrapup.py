@@ -98,8 +98,9 @@ def _stalled(node: RunNode, outcome: RunOutcome, done: str, model_text: str | No
     parts = [f"Stopped: no progress (max_stalls). {detail}." if detail else "Stopped: no progress (max_stalls).",
              "The task is NOT complete; whatever the run produced so far is partial.", f"Done: {done}"]
     if tool:
-        parts.append(f"Missing: whatever {tool} was to return after its {plural(kinds, 'distinct result')}; "
-                     "the rest of the task.")
+        calls = node.tools_executed.get(tool) or node.tools_requested.get(tool) or 0
+        parts.append(f"Missing: what {tool} should have returned next (it gave {plural(kinds, 'distinct result')} "
+                     f"in {plural(calls, 'call')}); the rest of the task.")
     else:
         parts.append("Missing: the rest of the task.")
     if model_text:
