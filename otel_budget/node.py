@@ -827,12 +827,12 @@ class RunNode:
                 f"row (max_repeats={cap}); {then}.",
             )
 
-    def note_results(self, results: list[tuple[str | None, str | None, Any]]) -> None:
+    def note_results(self, results: list[tuple[str | None, str | None, Any]], executed: bool = False) -> None:
         """Tool results seen (name or call id, result): the same result `max_stalls` times in a row from one
         tool, whatever its arguments, records a `stalled` stop, so the next model or tool call is refused."""
         for name, call_id, result in results:
             with self.lock:
-                counted = self.progress.result(name, call_id, result)
+                counted = self.progress.result(name, call_id, result, executed)
             if counted is None:
                 continue
             tool, streak = counted
@@ -859,7 +859,7 @@ class RunNode:
         """A tool executed here (`@tool`, a framework's tool node) returned `result`."""
         with self.lock:
             call_id = call_id or self.progress.answered(name)
-        self.note_results([(name, call_id, result)])
+        self.note_results([(name, call_id, result)], executed=True)
 
     def admit_tool(self, name: str, arguments: Any, cost_usd: float) -> dict[str, float]:
         """Check a tool execution before it runs; returns what it reserved."""

@@ -32,6 +32,18 @@ def newest_results(body: Any, key: str) -> list[tuple[str | None, str | None, An
         if not isinstance(item, dict):
             break
         role, kind = item.get("role"), item.get("type")
+        parts = item.get("parts")
+        if isinstance(parts, list) and role != "model":  # Gemini: one user turn of functionResponse parts
+            if not out:
+                for part in reversed(parts):
+                    response = part.get("functionResponse") or part.get("function_response") \
+                        if isinstance(part, dict) else None
+                    if isinstance(response, dict):
+                        value = response.get("response")
+                        if isinstance(value, dict) and len(value) == 1 and "result" in value:
+                            value = value["result"]  # the SDK wraps a function's return value so
+                        out.append((response.get("name"), response.get("id"), value))
+            break
         if role == "tool":  # OpenAI chat
             out.append((item.get("name"), item.get("tool_call_id"), _text(item.get("content"))))
         elif kind == "function_call_output":  # Responses
@@ -66,12 +78,15 @@ def result_key(result: Any) -> str:
 class ProgressWatch:
     """What the run's tools returned and did, to tell a stall (same result) or a cycle (same actions)."""
 
-    __slots__ = ("names", "pending", "seen", "streaks", "distinct", "requests", "executions")
+    __slots__ = ("names", "pending", "seen", "unclaimed", "streaks", "distinct", "requests", "executions")
 
     def __init__(self) -> None:
         self.names: dict[str, str] = {}  # call id -> tool name, from the model's tool requests
         self.pending: dict[str, deque[str]] = {}  # tool -> call ids of its requests not yet answered
         self.seen: dict[str, None] = {}  # call ids whose result was counted (the newest _SEEN)
+        # tool -> signatures of results counted where the tool ran: a request that carries one next without a
+        # call id (google-genai's function responses) is the same result, not a new one.
+        self.unclaimed: dict[str, deque[str]] = {}
         self.streaks: dict[str, tuple[str, int]] = {}  # tool -> (last result signature, times in a row)
         self.distinct: dict[str, set[str]] = {}  # tool -> the result signatures it gave (for the wrap-up)
         self.requests: deque[tuple[str, str]] = deque(maxlen=_HISTORY)  # (tool, action key) the model asked for
@@ -82,8 +97,10 @@ class ProgressWatch:
             self.names[call_id] = name
             self.pending.setdefault(name, deque(maxlen=_SEEN)).append(call_id)
 
-    def result(self, name: str | None, call_id: str | None, result: Any) -> tuple[str, int] | None:
-        """Count one result; (tool, times in a row unchanged), or None when it is not counted (seen, unknown)."""
+    def result(self, name: str | None, call_id: str | None, result: Any, executed: bool = False,
+               ) -> tuple[str, int] | None:
+        """Count one result (`executed`: where the tool ran, else as a request carries it); (tool, times in a
+        row unchanged), or None when it is not counted (seen already, or of no known tool)."""
         if call_id:
             if call_id in self.seen:
                 return None
@@ -96,6 +113,12 @@ class ProgressWatch:
         try:
             sig = result_key(result)
         except Exception:  # noqa: BLE001 - a result we cannot read is no evidence either way
+            return None
+        pending = self.unclaimed.setdefault(name, deque(maxlen=64))
+        if executed:
+            pending.append(sig)
+        elif not call_id and sig in pending:
+            pending.remove(sig)
             return None
         last = self.streaks.get(name)
         streak = last[1] + 1 if last is not None and last[0] == sig else 1

@@ -134,6 +134,7 @@ def _start(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any], stream:
         limit = config.get("maxOutputTokens")
         call = ModelCall(sc.PROVIDER_GEMINI, sc.OP_CHAT, model, limit if isinstance(limit, int) else None, stream,
                          choices=config.get("candidateCount") or 1)
+        call.results = (body, "contents")
     except Exception:  # noqa: BLE001 - our bug: the original call goes through unchanged
         log.warning("otel-budget: could not read a google-genai request; sending it unmetered", exc_info=True)
         return None

@@ -203,6 +203,8 @@ class OpenAIAdapter:
             call.prompt = (body, "messages")
         elif not body.get("previous_response_id") and not body.get("conversation"):  # no server-side history
             call.prompt = (body, "input")
+        else:
+            call.results = (body, "input")
         return call
 
     def prepare(self, options: Any, call: ModelCall, guard: Guard | None) -> None:
