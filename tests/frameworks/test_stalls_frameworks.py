@@ -106,3 +106,31 @@ def test_langgraph_tool_node_stops_stalled(scripted_llm: ScriptedLLM, otel: Any)
     last = out["messages"][-1]
     assert last.content.startswith("Stopped: no progress (max_stalls). next_page returned the same result 3 times")
     assert last.response_metadata["otel_budget"]["stop_reason"] == "stalled"
+
+
+async def test_openai_agents_sdk_stops_stalled_with_the_wrap_up_as_final_output(scripted_llm: ScriptedLLM,
+                                                                                 otel: Any) -> None:
+    pytest.importorskip("agents")
+    from agents import Agent, Runner, function_tool, set_default_openai_client, set_tracing_disabled
+    from openai import AsyncOpenAI
+
+    from otel_budget.instrumentation.openai_agents import outcome
+
+    ran: list[int] = []
+
+    @function_tool
+    def next_page(page: int) -> str:
+        """Show the page with this number."""
+        ran.append(page)
+        return LIST
+
+    set_tracing_disabled(True)
+    set_default_openai_client(AsyncOpenAI(base_url=scripted_llm.openai_base_url, api_key="x", max_retries=0))
+    _pages(scripted_llm)
+    result = await Runner.run(Agent(name="portal", model="agents-test-model", instructions="Collect.",
+                                    tools=[next_page]), "collect")
+    done = outcome(result)
+    assert done is not None and done.stop_reason == "stalled"
+    assert ran == [2, 3, 4]
+    assert len(scripted_llm.requests) == 3
+    assert result.final_output.startswith("Stopped: no progress (max_stalls).")
