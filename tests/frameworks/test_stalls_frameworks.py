@@ -134,3 +134,30 @@ async def test_openai_agents_sdk_stops_stalled_with_the_wrap_up_as_final_output(
     assert ran == [2, 3, 4]
     assert len(scripted_llm.requests) == 3
     assert result.final_output.startswith("Stopped: no progress (max_stalls).")
+
+
+def test_pydantic_ai_tool_results_stop_the_run_stalled(scripted_llm: ScriptedLLM, otel: Any) -> None:
+    pytest.importorskip("pydantic_ai")
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    from otel_budget.pydantic_ai import BudgetLimits, outcome
+
+    model = OpenAIChatModel("pai-test-model", provider=OpenAIProvider(base_url=scripted_llm.openai_base_url,
+                                                                     api_key="x"))
+    agent: Agent[None, Any] = Agent(model, name="pai-portal")
+    ran: list[int] = []
+
+    @agent.tool_plain
+    def next_page(page: int) -> str:
+        """Show the page with this number."""
+        ran.append(page)
+        return LIST
+
+    _pages(scripted_llm)
+    result = agent.run_sync("collect", capabilities=[BudgetLimits(otel_budget.Budget(max_steps=20))])
+    assert outcome(result).stop_reason == "stalled"
+    assert ran == [2, 3, 4]
+    assert len(scripted_llm.requests) == 3
+    assert result.output.startswith("Stopped: no progress (max_stalls).")
