@@ -5,9 +5,10 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -38,6 +39,8 @@ class StopReason(str, enum.Enum):
     CANCELLED = "cancelled"
     AWAITING_APPROVAL = "awaiting_approval"
     DENIED = "denied"
+    STALLED = "stalled"
+    INCOMPLETE = "incomplete"
 
     def __str__(self) -> str:
         return self.value
@@ -76,6 +79,13 @@ def check_cost(value: Any, what: str) -> float:
             "a NaN, infinite or negative cost would switch the money cap off"
         )
     return cost
+
+
+class Polls(dict[str, int]):
+    """`Budget.polls`: tool name -> identical calls in a row allowed; hashable, as a Budget is."""
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(frozenset(self.items()))
 
 
 class Scope(BaseModel):
@@ -140,6 +150,14 @@ class Budget(BaseModel):
     """Money in US dollars, priced from the usage the API reports (plus `run.charge` and paid tools)."""
     max_repeats: PositiveInt | None = 3
     """The same tool with the same canonical arguments this many times in a row stops the run."""
+    max_stalls: PositiveInt | None = 3
+    """The same tool returning the same result this many times in a row, whatever its arguments, stops the run
+    (`stalled`: no progress)."""
+    polls: Annotated[dict[str, PositiveInt], AfterValidator(lambda v: Polls(v))] = Field(default_factory=lambda: Polls())
+    """Tools that legitimately repeat (polling), e.g. `{"wait_for_ci": 20}`: for each, the number replaces
+    max_repeats and max_stalls."""
+    confirm_done: bool = False
+    """A run ends `done` only after `run.complete()`; otherwise `incomplete`."""
     max_depth: PositiveInt | None = None
     """Nesting depth of runs: the top run has depth 1, a subagent's run depth 2, and so on."""
     near: float = Field(default=0.8, gt=0, le=1)
@@ -158,13 +176,27 @@ class Budget(BaseModel):
 
     @field_validator(
         "max_steps", "max_tool_calls", "max_seconds", "max_input_tokens", "max_output_tokens", "max_total_tokens",
-        "max_usd", "max_repeats", "max_depth", "near", mode="before",
+        "max_usd", "max_repeats", "max_stalls", "max_depth", "near", mode="before",
     )
     @classmethod
     def _limit(cls, value: Any, info: ValidationInfo) -> Any:
         if info.field_name == "near" and not isinstance(value, bool):
             return value
         return _limit_value(value, str(info.field_name))
+
+    @field_validator("polls", mode="before")
+    @classmethod
+    def _polls(cls, value: Any) -> Any:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise ValueError(f"polls={value!r}: give a dict of tool name -> how many identical calls in a row "
+                             "are allowed, e.g. polls={'wait_for_ci': 20}")
+        for tool, limit in value.items():
+            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+                raise ValueError(f"polls[{tool!r}]={limit!r}: give a whole number >= 1 of identical calls in a "
+                                 "row, e.g. polls={'wait_for_ci': 20}")
+        return value
 
     @field_validator("approve", mode="before")
     @classmethod

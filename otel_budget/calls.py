@@ -79,7 +79,7 @@ class ModelCall:
     __slots__ = (
         "provider", "operation", "model", "max_output_tokens", "stream", "usage", "response_model", "response_id",
         "finish_reasons", "tool_calls", "error", "cost_usd", "cost_input_usd", "cost_source", "turn", "capture",
-        "reported_cost", "output_chars", "output_text", "injected_usage", "choices", "prompt",
+        "reported_cost", "output_chars", "output_text", "injected_usage", "choices", "prompt", "results",
         "params", "server", "conversation_id",
     )
 
@@ -95,6 +95,8 @@ class ModelCall:
         self.choices = choices if _is_count(choices) and choices >= 1 else 1
         # The request body and the key of its message list, for a tighter input bound (see RunNode.admit).
         self.prompt: tuple[dict[str, Any], str] | None = None
+        # Where the request's tool results are (body, key), when not in `prompt`: read for stalls before admission.
+        self.results: tuple[Any, str] | None = None
         self.usage: TokenUsage | None = None
         self.response_model: str | None = None
         self.response_id: str | None = None
@@ -373,6 +375,9 @@ def begin(call: ModelCall, input_chars: Callable[[], int], summarize: Callable[[
             return memo[0]
 
         counted.memo = memo  # type: ignore[attr-defined]
+        source = call.results or call.prompt
+        if source is not None:  # the tool results this request carries: a stall stops it before it is sent
+            node.read_results(*source)
         admission = node.admit(call.provider, call.model, call.max_output_tokens, counted, call.choices, call.prompt)
         if admission.set_max_tokens:
             call.max_output_tokens = admission.max_output_tokens

@@ -1,4 +1,5 @@
-"""`otel-budget demo`: the invoice agent run healthy, stuck without a budget, and stuck under a budget.
+"""`otel-budget demo`: the invoice agent run healthy, stuck without a budget, stuck under a budget, and stuck
+with changing page numbers (stopped by the stall check).
 
 Everything runs offline: the real openai SDK talks to `ScriptedLLM` on loopback, whose scripted policy plays
 gpt-4o (priced from the bundled table). Spans go to `OTEL_EXPORTER_OTLP_ENDPOINT` when it is set; otherwise a
@@ -37,6 +38,7 @@ class Scenario:
     budget_text: str
     budget: Budget
     stuck: bool
+    numbered: bool = False
 
 
 @dataclass
@@ -50,10 +52,12 @@ class Result:
 
 SCENARIOS = [
     Scenario("healthy", "25 steps, 300 s, $0.80", DEMO_BUDGET, stuck=False),
-    Scenario("stuck, no budget", "none", Budget(max_repeats=None), stuck=True),
+    Scenario("stuck, no budget", "none", Budget(max_repeats=None, max_stalls=None), stuck=True),
     Scenario("stuck, budget", "25 steps, 300 s, $0.80", DEMO_BUDGET, stuck=True),
-    Scenario("stuck, budget, no repeat check", "same, max_repeats=None",
-             DEMO_BUDGET.model_copy(update={"max_repeats": None}), stuck=True),
+    Scenario("stuck, budget, no repeat check", "same, max_repeats=max_stalls=None",
+             DEMO_BUDGET.model_copy(update={"max_repeats": None, "max_stalls": None}), stuck=True),
+    Scenario("stuck portal, changing page numbers", "25 steps, 300 s, $0.80", DEMO_BUDGET, stuck=True,
+             numbered=True),
 ]
 
 
@@ -134,7 +138,7 @@ def run_scenarios(agent: ModuleType, turns: int, tracer_provider: Any, meter_pro
             for scenario in SCENARIOS:
                 cut_off = False
                 with otel_budget.run("invoice-agent", budget=scenario.budget) as run:
-                    answer = agent.solve(client, agent.Portal(stuck=scenario.stuck), max_turns=turns)
+                    answer = agent.solve(client, agent.Portal(stuck=scenario.stuck, numbered=scenario.numbered), max_turns=turns)
                     if answer.answer is None:
                         cut_off = True
                         run.stop(StopReason.CANCELLED, f"cut off by the demo after {turns} turns.")

@@ -7,7 +7,8 @@ brake it. Run it offline (ScriptedLLM plays the model, `scripted_model` is its p
     python examples/invoice_agent.py            # a healthy run
     python examples/invoice_agent.py --stuck    # a portal whose "next page" never advances
 
-`otel-budget demo` runs this agent three ways and prints what each run cost.
+`otel-budget demo` runs this agent several ways (healthy, stuck, stuck with changing page numbers) and prints
+what each run cost.
 """
 
 from __future__ import annotations
@@ -154,6 +155,17 @@ TOOLS: list[dict[str, Any]] = [
     },
 ]
 
+#: The same tools, with a `next_page` that takes the page number to show (a portal with numbered links).
+NUMBERED_TOOLS: list[dict[str, Any]] = [
+    t if t["function"]["name"] != "next_page" else {"type": "function", "function": {
+        **t["function"],
+        "description": "Show the invoice list page with this number (the links under the list: 1, 2, 3 ...).",
+        "parameters": {"type": "object", "properties": {"page": {"type": "integer", "minimum": 1}},
+                       "required": ["page"], "additionalProperties": False},
+    }}
+    for t in TOOLS
+]
+
 TASK = "Collect this week's open invoices from Acme Industrial Supplies and submit the total due."
 
 
@@ -189,11 +201,13 @@ def _invoice(n: int) -> Invoice:
 
 @dataclass
 class Portal:
-    """A supplier portal with pages of invoices. `stuck=True`: 'Next' reloads the same page (a session bug)."""
+    """A supplier portal with pages of invoices. `stuck=True`: 'Next' reloads the same page (a session bug);
+    `numbered=True`: next_page takes the page number (page=2, 3, 4 ...), so only the result repeats."""
 
     pages: list[list[Invoice]] = field(default_factory=lambda: [[_invoice(n) for n in range(p * 3, p * 3 + 3)]
                                                                 for p in range(2)])
     stuck: bool = False
+    numbered: bool = False
     page: int = 0
     submitted: float | None = None
 
@@ -209,9 +223,14 @@ class Portal:
         self.page = 0
         return self._render()
 
-    def next_page(self) -> str:
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        """The tool definitions the model gets for this portal."""
+        return NUMBERED_TOOLS if self.numbered else TOOLS
+
+    def next_page(self, page: int | None = None) -> str:
         if not self.stuck:
-            self.page = min(self.page + 1, len(self.pages) - 1)
+            self.page = min(self.page + 1 if page is None else max(0, page - 1), len(self.pages) - 1)
         return self._render()
 
     def read_invoice(self, invoice_id: str) -> str:
@@ -283,7 +302,7 @@ def solve(client: Any, portal: Portal, *, model: str = MODEL, max_turns: int = 5
         {"role": "user", "content": TASK},
     ]
     for turn in range(1, max_turns + 1):
-        reply = client.chat.completions.create(model=model, messages=messages, tools=TOOLS)
+        reply = client.chat.completions.create(model=model, messages=messages, tools=portal.tools)
         message = reply.choices[0].message
         if not message.tool_calls:
             return AgentResult(message.content, turn)
@@ -327,9 +346,21 @@ def scripted_model(request: RecordedRequest) -> Turn:
         return _call("read_invoice", invoice_id=unread[0])
     where = re.search(r"Page (\d+) of (\d+)", page)
     if where and int(where.group(1)) < int(where.group(2)):
+        if _numbered(request.body):  # ask for the page after the last one asked for (or shown)
+            asked = [a.get("page", 0) for n, a, _ in results if n == "next_page"]
+            return _call("next_page", page=max([int(where.group(1)), *asked]) + 1)
         return _call("next_page")
     total = round(sum(_due(r) for r in read.values()), 2)
     return _call("submit_total", total_usd=total, invoice_ids=sorted(read))
+
+
+def _numbered(body: dict[str, Any]) -> bool:
+    """Whether the request's next_page tool takes a page number."""
+    for t in body.get("tools") or ():
+        fn = t.get("function") or {}
+        if fn.get("name") == "next_page":
+            return "page" in (fn.get("parameters") or {}).get("properties", {})
+    return False
 
 
 def _call(name: str, **arguments: Any) -> Turn:

@@ -32,6 +32,7 @@ from .budget import (
     Usage,
     check_cost,
 )
+from .progress import ProgressWatch, find_cycle, newest_results
 
 if TYPE_CHECKING:
     from .approval import ApprovalState
@@ -46,7 +47,8 @@ _ids = itertools.count(1)
 #: Ledger dimension -> (stop reason, Budget field).
 _DIM_REASON: dict[str, tuple[StopReason, str]] = {dim: (reason, f) for f, (dim, reason, _) in LIMITS.items()}
 #: Stops recorded between calls that refuse the next model or tool call.
-_GATED_STOPS = (StopReason.REPEAT, StopReason.TOOL_CALLS, StopReason.AWAITING_APPROVAL, StopReason.DENIED)
+_GATED_STOPS = (StopReason.REPEAT, StopReason.STALLED, StopReason.TOOL_CALLS, StopReason.AWAITING_APPROVAL,
+                StopReason.DENIED)
 #: A finished run needs no wrap-up, and a paused one goes on later: neither spends a call on a summary.
 _NO_MODEL_WRAP_UP = (StopReason.DONE, StopReason.AWAITING_APPROVAL)
 #: Above this many output tokens of headroom the enforcer leaves a request without an output limit as it is.
@@ -239,6 +241,8 @@ class RunNode:
         self._request_streak = 0
         self._last_exec: str | None = None
         self._exec_streak = 0
+        self.progress = ProgressWatch()  # stalls and cycles (see progress.py)
+        self.completion: tuple[bool, Any] | None = None  # run.complete(evidence) -> (True, evidence)
         self.stop_state: tuple[StopReason, str | None, str] | None = None
         self.outcome: RunOutcome | None = None
         self.closed = False  # the run has ended: work it started that outlives it is refused (see _check_open)
@@ -797,7 +801,6 @@ class RunNode:
             return
         lg.settle(self.accounts, {}, {"tool_calls": float(len(calls))}, self.lock)
         self._charge_shared({"tool_calls": float(len(calls))})
-        limit = self.budget.max_repeats
         with self.lock:  # the tools of a child count in every ancestor's record (the wrap-up lists the tree's)
             for node in self.chain:
                 node.tools_requested.update(name for name, *_ in calls)
@@ -812,6 +815,11 @@ class RunNode:
                     ids.append(str(call_id[0]))
             self._request_streak = self._request_streak + 1 if key == self._last_request else 1
             self._last_request = key
+            limit = self.repeat_limit(name)
+            with self.lock:
+                self.progress.requested(name, call_id[0] if call_id else None)
+                self.progress.requests.append((name, key))
+            self._check_cycle(self.progress.requests, "the model requested", "the next model call was not sent")
             if limit is not None and self._request_streak >= limit and self.stop_state is None:
                 self.stop_state = (
                     StopReason.REPEAT,
@@ -827,6 +835,69 @@ class RunNode:
             )
         self._check_near()
 
+    def repeat_limit(self, name: str) -> int | None:
+        """How many identical calls of `name` in a row stop the run: its poll allowance, else max_repeats."""
+        polls = self.budget.polls
+        return polls.get(name, self.budget.max_repeats)
+
+    def stall_limit(self, name: str) -> int | None:
+        """How many unchanged results of `name` in a row stop the run: its poll allowance, else max_stalls."""
+        polls = self.budget.polls
+        return polls.get(name, self.budget.max_stalls)
+
+    def _cycle(self, history: list[tuple[str, str]]) -> tuple[list[str], int] | None:
+        if self.budget.max_repeats is None and not self.budget.polls:
+            return None
+        limits: dict[str, int] = {"": self.budget.max_repeats or 1 << 30, **self.budget.polls}
+        return find_cycle(history, limits)
+
+    def _check_cycle(self, history: Any, who: str, then: str) -> None:
+        """Record a `repeat` stop when the actions end with a cycle of 2 or 3 repeated max_repeats times."""
+        if self.stop_state is not None:
+            return
+        cycle = self._cycle(list(history)[-64:])
+        if cycle is not None:
+            tools, cap = cycle
+            self.stop_state = (
+                StopReason.REPEAT, "max_repeats",
+                f"{who} the cycle {' -> '.join(tools)} (the same actions with the same arguments) {cap} times in a "
+                f"row (max_repeats={cap}); {then}.",
+            )
+
+    def note_results(self, results: list[tuple[str | None, str | None, Any]], executed: bool = False) -> None:
+        """Tool results seen (name or call id, result): the same result `max_stalls` times in a row from one
+        tool, whatever its arguments, records a `stalled` stop, so the next model or tool call is refused."""
+        for name, call_id, result in results:
+            with self.lock:
+                counted = self.progress.result(name, call_id, result, executed)
+            if counted is None:
+                continue
+            tool, streak = counted
+            limit = self.stall_limit(tool)
+            if limit is not None and streak >= limit and self.stop_state is None:
+                self.stop_state = (
+                    StopReason.STALLED, "max_stalls",
+                    f"{tool} returned the same result {streak} times in a row, whatever its arguments "
+                    f"(max_stalls={limit}); the next call was not sent.",
+                )
+
+    def read_results(self, body: Any, key: str) -> None:
+        """Count the newest tool results a request carries (see progress.newest_results); never raises."""
+        if self.budget.max_stalls is None and not self.budget.polls:
+            return
+        try:
+            results = newest_results(body, key)
+        except Exception:  # noqa: BLE001 - an odd body is no evidence of a stall
+            return
+        if results:
+            self.note_results(results)
+
+    def note_tool_result(self, name: str, call_id: str | None, result: Any) -> None:
+        """A tool executed here (`@tool`, a framework's tool node) returned `result`."""
+        with self.lock:
+            call_id = call_id or self.progress.answered(name)
+        self.note_results([(name, call_id, result)], executed=True)
+
     def admit_tool(self, name: str, arguments: Any, cost_usd: float) -> dict[str, float]:
         """Check a tool execution before it runs; returns what it reserved."""
         what = f"the tool {name}"
@@ -836,7 +907,15 @@ class RunNode:
             self.approval.on_execute(self, name, arguments)
         key = f"{name}\x00{canonical_arguments(arguments)}"
         streak = self._exec_streak + 1 if key == self._last_exec else 1
-        limit = self.budget.max_repeats
+        limit = self.repeat_limit(name)
+        cycle = self._cycle([*list(self.progress.executions)[-64:], (name, key)])
+        if cycle is not None:
+            tools, cap = cycle
+            raise self.stop(
+                StopReason.REPEAT, "max_repeats",
+                f"{what} was not run: it would complete the cycle {' -> '.join(tools)} (the same actions with the "
+                f"same arguments) {cap} times in a row (max_repeats={cap}).",
+            )
         if limit is not None and streak >= limit:
             raise self.stop(
                 StopReason.REPEAT,
@@ -860,6 +939,8 @@ class RunNode:
             if self.scopes:
                 self._settle_shared(self._reserve_shared(amounts, what, local=amounts), {})
         self._exec_streak, self._last_exec = streak, key
+        with self.lock:
+            self.progress.executions.append((name, key))
         return amounts
 
     def release_tool(self, name: str, reserved: dict[str, float]) -> None:

@@ -102,6 +102,20 @@ class Run:
         it is saved, as JSON, in `outcome.paused.state`."""
         self.node.saved_state = state
 
+    def complete(self, evidence: Any = None) -> None:
+        """Confirm the work is done (what shows it, e.g. a count or an id, goes on the run span as
+        `otel_budget.completion.evidence`). Under `Budget(confirm_done=True)` a run ends `done` only after this."""
+        self.node.completion = (True, evidence)
+
+    def incomplete(self, reason: str) -> None:
+        """The model stopped but the work is not done: the run ends `incomplete`, saying `reason`."""
+        if not isinstance(reason, str) or not reason.strip():
+            raise ValueError(f"run.incomplete(reason={reason!r}): say in a few words what is not done, e.g. "
+                             "run.incomplete('3 of 17 pages read')")
+        node = self.node
+        if node.stop_state is None:
+            node.stop_state = (StopReason.INCOMPLETE, None, reason.strip())
+
     def stop(self, reason: StopReason | str = StopReason.CANCELLED, detail: str = "") -> None:
         """End the run early with `reason` (e.g. the code decided to give up)."""
         node = self.node
@@ -178,6 +192,10 @@ class Run:
             return StopReason.ERROR
         if node.stop_state is not None:
             return node.stop_state[0]
+        if node.budget.confirm_done and node.completion is None:
+            node.stop_state = (StopReason.INCOMPLETE, None, "the run ended without run.complete() (confirm_done="
+                               "True): the model stopped, but the code did not confirm the work is done.")
+            return StopReason.INCOMPLETE
         return StopReason.DONE
 
     def _finish_sync(self, exc: BaseException | None) -> bool:

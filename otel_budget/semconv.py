@@ -104,6 +104,7 @@ COST_USD = "otel_budget.cost.usd"
 COST_SOURCE = "otel_budget.cost.source"
 TURN = "otel_budget.turn"
 RUN_DEPTH = "otel_budget.run.depth"
+COMPLETION_EVIDENCE = "otel_budget.completion.evidence"  # on the run span: what run.complete(evidence) gave
 WRAP_UP = "otel_budget.wrap_up"  # on the run span: the template always; a model-written one with content only
 # Signatures (hashes, never content) that let runs be compared action by action (otel-budget diff, evals):
 ACTIONS = "otel_budget.actions"  # model call span: the tool calls it requested, as "name:arguments-signature"

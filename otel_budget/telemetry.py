@@ -155,6 +155,10 @@ class Telemetry:
                 attrs[sc.LEDGER_UNENFORCED_CALLS] = node.unenforced
             if outcome.wrap_up:
                 attrs[sc.WRAP_UP] = _recorded_wrap_up(node, outcome)
+            if node.completion is not None and node.completion[1] is not None:
+                evidence = node.completion[1]
+                attrs[sc.COMPLETION_EVIDENCE] = (evidence if isinstance(evidence, (str, bool, int, float))
+                                                 else str(evidence))
             span.set_attributes(attrs)
             if outcome.stop_reason is not StopReason.DONE:
                 event = {sc.STOP_REASON: reason, sc.STOP_DETAIL: outcome.detail}

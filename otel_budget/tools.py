@@ -88,7 +88,7 @@ def _before(fn: Callable[..., Any], name: str, cost: float, args: tuple[Any, ...
                                              description=_description(fn))
     except Exception:  # noqa: BLE001
         span = None
-    return node, name, reserved, span, cost, arguments
+    return node, name, reserved, span, cost, arguments, kwargs.get("tool_call_id")
 
 
 def _description(fn: Callable[..., Any]) -> str | None:
@@ -103,6 +103,11 @@ def _after(state: tuple, result: Any, error: BaseException | None) -> None:
         node.settle_tool(name, reserved)
         if error is None and arguments and node.approval is not None:
             node.approval.record(name, arguments[0], result)
+        if error is None:
+            try:
+                node.note_tool_result(name, arguments[1] if len(arguments) > 1 else None, result)
+            except Exception:  # noqa: BLE001 - our bug must not break the agent
+                pass
     if span is not None:
         try:
             config.get().telemetry.end_tool(span, result, error, config.get().capture_content, cost)
@@ -126,7 +131,7 @@ def begin_tool(name: str, arguments: Any, call_id: str | None = None, cost_usd: 
                                              description=description)
     except Exception:  # noqa: BLE001
         span = None
-    return node, name, reserved, span, cost_usd, arguments
+    return node, name, reserved, span, cost_usd, arguments, call_id
 
 
 def end_tool(state: tuple, result: Any, error: BaseException | None = None) -> None:

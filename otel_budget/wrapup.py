@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from .run import RunNode
 
 _REASON_TEXT = {
+    StopReason.INCOMPLETE: "Stopped: the model stopped, but the work is not confirmed done (incomplete).",
     StopReason.CANCELLED: "Stopped: the run was cancelled before it finished.",
     StopReason.ERROR: "Stopped by an error before the run finished.",
     StopReason.AWAITING_APPROVAL: "Paused: the run is waiting for a person's approval before it goes on.",
@@ -46,10 +47,18 @@ def _limit_line(node: RunNode, outcome: RunOutcome) -> str:
         own = f"{used} of {cap_text} {unit} used" if cap is not None else "set by an enclosing run"
         return f"Stopped at a limit: {limit} ({own})."
     if outcome.stop_reason is StopReason.REPEAT:
-        return f"Stopped at a limit: max_repeats (the same tool call {node.budget.max_repeats} times in a row)."
+        what = "cycle of actions" if " the cycle " in outcome.detail else "tool call"
+        return f"Stopped at a limit: max_repeats (the same {what} {_repeat_cap(outcome.detail, node)} times in a row)."
     if outcome.stop_reason is StopReason.DEPTH:
         return "Stopped at a limit: max_depth (delegation deeper than the budget allows)."
     return f"Stopped at a limit: {limit or outcome.stop_reason.value}."
+
+
+def _repeat_cap(detail: str, node: RunNode) -> int | None:
+    """The allowance a repeat stop met (a poll's own, or max_repeats), as its detail names it."""
+    _, _, rest = detail.partition("(max_repeats=")
+    number = rest.split(")", 1)[0]
+    return int(number) if number.isdigit() else node.budget.max_repeats
 
 
 def template_wrap_up(node: RunNode, outcome: RunOutcome, model_text: str | None = None) -> str:
@@ -66,10 +75,32 @@ def template_wrap_up(node: RunNode, outcome: RunOutcome, model_text: str | None 
     )
     if outcome.stop_reason is StopReason.DONE:
         return f"Completed: {done}"
+    if outcome.stop_reason is StopReason.STALLED:
+        return _stalled(node, outcome, done, model_text)
     head = _REASON_TEXT.get(outcome.stop_reason) or _limit_line(node, outcome)
     parts = [head, "The task is NOT complete; whatever the run produced so far is partial.", f"Done so far: {done}"]
-    if outcome.detail:
+    if outcome.stop_reason is StopReason.INCOMPLETE and outcome.detail:
+        parts.append(f"Missing: {outcome.detail[0].upper()}{outcome.detail[1:]}")
+    elif outcome.detail:
         parts.append(f"Missing: the rest of the task. {outcome.detail[0].upper()}{outcome.detail[1:]}")
+    else:
+        parts.append("Missing: the rest of the task.")
+    if model_text:
+        parts.append(f"Summary: {model_text.strip()}")
+    return " ".join(parts)
+
+
+def _stalled(node: RunNode, outcome: RunOutcome, done: str, model_text: str | None) -> str:
+    """`Stopped: no progress (max_stalls). next_page returned the same result 3 times in a row. ...`"""
+    detail = outcome.detail.split(", whatever", 1)[0].split(" (max_stalls", 1)[0]
+    tool = detail.split(" ", 1)[0] if detail else ""
+    kinds = len(node.progress.distinct.get(tool, ()))
+    parts = [f"Stopped: no progress (max_stalls). {detail}." if detail else "Stopped: no progress (max_stalls).",
+             "The task is NOT complete; whatever the run produced so far is partial.", f"Done: {done}"]
+    if tool:
+        calls = node.tools_executed.get(tool) or node.tools_requested.get(tool) or 0
+        parts.append(f"Missing: what {tool} should have returned next (it gave {plural(kinds, 'distinct result')} "
+                     f"in {plural(calls, 'call')}); the rest of the task.")
     else:
         parts.append("Missing: the rest of the task.")
     if model_text:

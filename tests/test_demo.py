@@ -26,10 +26,14 @@ def test_demo_main_prints_the_table_wrap_ups_and_span_tree(capsys: pytest.Captur
     assert "repeat (max_repeats)" in rows["stuck, budget"]
     assert " 25 " in rows["stuck, budget, no repeat check"]
     assert "steps (max_steps)" in rows["stuck, budget, no repeat check"]
+    assert " 7 " in rows["stuck portal, changing page numbers"]
+    assert "stalled (max_stalls)" in rows["stuck portal, changing page numbers"]
+    assert ("- stuck portal, changing page numbers: Stopped: no progress (max_stalls). next_page returned the same "
+            "result 3 times in a row.") in out
     assert "- healthy: Completed:" in out
     assert "- stuck, budget: Stopped at a limit: max_repeats" in out
     assert "The task is NOT complete" in out
-    assert out.count("invoke_agent invoice-agent") == 4
+    assert out.count("invoke_agent invoice-agent") == 5
     assert "stop.reason=repeat otel_budget.stop.limit=max_repeats" in out
 
 
@@ -40,7 +44,7 @@ def test_demo_runs_reproduce_the_illustration_and_leave_nothing_patched() -> Non
     was_instrumented = bool(otel_budget.instrumented_libraries())
     results = demo.run_scenarios(demo.load_agent(), 40, provider)
     assert bool(otel_budget.instrumented_libraries()) == was_instrumented
-    healthy, stuck, capped, capped_steps = (r.outcome for r in results)
+    healthy, stuck, capped, capped_steps, stalled = (r.outcome for r in results)
 
     assert healthy.completed and healthy.usage.model_calls == 10
     assert 45_000 < healthy.usage.input_tokens < 60_000  # "10 turns, about 52k tokens"
@@ -50,8 +54,10 @@ def test_demo_runs_reproduce_the_illustration_and_leave_nothing_patched() -> Non
     assert capped_steps.stop_reason == "steps" and capped_steps.usage.model_calls == 25
     assert 170_000 < capped_steps.usage.input_tokens < 230_000  # "capped about 200k"
     assert capped_steps.usage.cost_usd <= 0.80
-    for outcome in (stuck, capped, capped_steps):
+    # page=2, 3, 4 each returned page 1 again: the 3rd unchanged result stops it before the 8th call
+    assert stalled.stop_reason == "stalled" and stalled.limit == "max_stalls" and stalled.usage.model_calls == 7
+    for outcome in (stuck, capped, capped_steps, stalled):
         assert "NOT complete" in outcome.wrap_up
 
     chats = [s for s in exporter.get_finished_spans() if s.name == "chat gpt-4o"]
-    assert len(chats) == 10 + 40 + capped.usage.model_calls + 25
+    assert len(chats) == 10 + 40 + capped.usage.model_calls + 25 + 7

@@ -178,6 +178,7 @@ def _start(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any], stream:
         call.params = _params.read(config, _params.GEMINI_KEYS, stop="stopSequences",
                                    choices=config.get("candidateCount"), output_format=config.get("responseMimeType"))
         call.server = _server(instance)
+        call.results = (body, "contents")
     except Exception:  # noqa: BLE001 - our bug: the original call goes through unchanged
         log.warning("otel-budget: could not read a google-genai request; sending it unmetered", exc_info=True)
         return None

@@ -483,7 +483,7 @@ def _interrupted(state: tuple, exc: BaseException, call_id: str | None) -> bool:
     """A tool stopped by `interrupt()` (it runs again on resume): not counted now; the run pauses on it."""
     if not _is_bubble_up(exc):
         return False
-    node, name, reserved, span, cost, arguments = state
+    node, name, reserved, span, cost, arguments, *_ = state
     if node is not None:
         node.release_tool(name, reserved)
         if _is_interrupt(exc) and (node.stop_state is None or node.approval is None or node.approval.pending is None):

@@ -142,6 +142,7 @@ def _start(args: tuple[Any, ...], kwargs: Mapping[str, Any], is_async: bool) -> 
     try:
         call = _describe(args, kwargs)
         model, messages = _request(args, kwargs)
+        call.results = ({"messages": messages}, "messages")
     except Exception:  # noqa: BLE001 - our bug: the original call goes through unchanged
         log.warning("otel-budget: could not read a LiteLLM request; sending it unmetered", exc_info=True)
         return None

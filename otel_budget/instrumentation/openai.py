@@ -251,6 +251,8 @@ class OpenAIAdapter:
             call.prompt = (body, "messages")
         elif not body.get("previous_response_id") and not body.get("conversation"):  # no server-side history
             call.prompt = (body, "input")
+        else:
+            call.results = (body, "input")
         return call
 
     def content(self, options: Any) -> tuple[Any, list[msg.Message]]:

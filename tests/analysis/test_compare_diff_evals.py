@@ -81,7 +81,8 @@ def test_compare_warns_about_a_cap_just_above_healthy_runs(before, tmp_path, cap
 def test_compare_fails_when_the_worst_case_cost_rises(before, tmp_path, capsys):
     path, _ = before
     after = tmp_path / "after.jsonl"
-    loose = otel_budget.Budget(max_steps=25, max_usd=0.80, max_repeats=None)  # a stuck run now runs to 25 steps
+    # a stuck run now runs to 25 steps (no repeat or stall check)
+    loose = otel_budget.Budget(max_steps=25, max_usd=0.80, max_repeats=None, max_stalls=None)
     record_runs(after, [(False, loose), (True, loose)])
     assert cli.main(["compare", str(path), str(after), "--json"]) == 1
     result = _json(capsys)

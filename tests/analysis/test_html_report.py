@@ -40,7 +40,7 @@ def test_html_report_is_self_contained_and_renders_its_plots_in_chromium(tmp_pat
     spans = tmp_path / "runs.jsonl"
     roomy = otel_budget.Budget(max_steps=25, max_usd=0.80)
     record_runs(spans, [(False, roomy), (True, roomy), (False, roomy),
-                        (True, otel_budget.Budget(max_steps=25, max_usd=0.80, max_repeats=None))])
+                        (True, otel_budget.Budget(max_steps=25, max_usd=0.80, max_repeats=None, max_stalls=None))])
     page = tmp_path / "report.html"
     assert cli.main(["report", str(spans), "--html", str(page)]) == 0
     capsys.readouterr()

@@ -158,7 +158,8 @@ def test_runaway_run_is_stopped_by_cost_without_overshoot(
     )
     cap = 1.0
     client = _client(scripted_llm)
-    with otel_budget.run("gemini-runaway", budget=otel_budget.Budget(max_usd=cap)) as run:
+    # every lookup answers "nothing yet": max_stalls off, so the money cap is what stops it
+    with otel_budget.run("gemini-runaway", budget=otel_budget.Budget(max_usd=cap, max_stalls=None)) as run:
         client.models.generate_content(
             model=MODEL, contents="find it", config=_config(max_output_tokens=50)
         )

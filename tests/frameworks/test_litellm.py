@@ -85,7 +85,8 @@ def test_runaway_run_is_stopped_by_cost_without_overshoot(
         tool_calls=[ToolCall("lookup", {"q": f"page {next(counter)}"})], output_tokens=20
     )
     cap = 1.0
-    with otel_budget.run("litellm-runaway", budget=otel_budget.Budget(max_usd=cap)) as run:
+    # every lookup answers "nothing yet": max_stalls off, so the money cap is what stops it
+    with otel_budget.run("litellm-runaway", budget=otel_budget.Budget(max_usd=cap, max_stalls=None)) as run:
         agent(scripted_llm, rounds=200, max_tokens=50)
     outcome = run.outcome
     assert outcome is not None and outcome.stop_reason == "cost" and outcome.limit == "max_usd"
