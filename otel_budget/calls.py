@@ -72,7 +72,7 @@ class ModelCall:
         self.reported_cost: float | None = None
         self.output_chars = 0
         self.output_text: list[str] | None = None
-        self.injected_usage = False  # we asked a stream for usage the caller did not ask for
+        self.injected_usage = False  # we asked a stream for usage the caller did not ask for (a metered run)
 
 
 class Guard:
@@ -96,6 +96,13 @@ class Guard:
         """The output limit to put on the request, when the enforcer chose one (else None)."""
         adm = self.admission
         return adm.max_output_tokens if adm is not None and adm.set_max_tokens else None
+
+    @property
+    def needs_usage(self) -> bool:
+        """True when the run limits tokens or money (its admission estimated the input), so a stream must report
+        its usage; otherwise a stream's usage is read if the server sent it, else estimated."""
+        adm = self.admission
+        return adm is not None and adm.input_estimate > 0
 
     @property
     def timeout(self) -> float | None:
@@ -169,6 +176,7 @@ class Guard:
         settings = config.get()
         try:
             usage = call.usage
+            reported = usage is not None  # only reported usage calibrates the input estimate
             if usage is None and (call.error is None or call.output_chars or call.stream):
                 # No usage reported (abandoned stream, raw response): the best estimate, never zero.
                 est_in = self.admission.input_estimate if self.admission is not None else 0
@@ -201,7 +209,7 @@ class Guard:
                     cache_write=u.cache_write,
                     reasoning=u.reasoning,
                     cost=call.cost_usd,
-                    input_chars=chars if (chars := self._known_chars()) and call.error is None else None,
+                    input_chars=chars if reported and (chars := self._known_chars()) and call.error is None else None,
                 )
                 if self.admission.set_max_tokens and _truncated(call.finish_reasons):
                     node.note_truncation(self.admission)

@@ -49,6 +49,9 @@ class Turn:
     """Streaming: drop the connection abruptly after this many events."""
     malformed: bool = False
     """Streaming: send one event whose data is not JSON."""
+    stream_usage: bool | None = None
+    """OpenAI chat streaming: send the usage chunk (True) or not (False) whatever ``stream_options`` asks, as some
+    servers do; ``None`` follows the request's ``include_usage``."""
 
 
 @dataclass
