@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import weakref
 from typing import Any, Protocol
@@ -162,7 +163,7 @@ class RawStreamResponse(wrapt.ObjectProxy):  # type: ignore[misc]
 
     def parse(self, *args: Any, **kwargs: Any) -> Any:
         result = self.__wrapped__.parse(*args, **kwargs)
-        if self._self_async:
+        if inspect.isawaitable(result):  # `with_raw_response` of an async client parses synchronously
             return self._self_wrap_async(result)
         return self._self_wrap(result)
 
