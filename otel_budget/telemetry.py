@@ -17,6 +17,7 @@ from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from . import semconv as sc
+from ._text import error_message
 from .budget import StopReason
 
 if TYPE_CHECKING:
@@ -207,7 +208,7 @@ class Telemetry:
             if call.error is not None:
                 attrs_err = type(call.error).__name__
                 span.set_attribute(sc.ERROR_TYPE, attrs_err)
-                span.set_status(Status(StatusCode.ERROR, str(call.error)[:500]))
+                span.set_status(Status(StatusCode.ERROR, error_message(call.error)[:500]))
             metric_attrs = {
                 sc.GEN_AI_OPERATION_NAME: call.operation,
                 sc.GEN_AI_PROVIDER_NAME: call.provider,
@@ -262,7 +263,7 @@ class Telemetry:
                 span.set_attribute(sc.OI_OUTPUT_VALUE, text)
             if error is not None:
                 span.set_attribute(sc.ERROR_TYPE, type(error).__name__)
-                span.set_status(Status(StatusCode.ERROR, str(error)[:500]))
+                span.set_status(Status(StatusCode.ERROR, error_message(error)[:500]))
         finally:
             span.end()
 
