@@ -46,6 +46,14 @@ def test_a_stream_without_usage_outside_a_metered_run_is_estimated_from_the_stre
     assert run.outcome.usage.input_tokens > 0
 
 
+def test_an_unreported_stream_is_estimated_from_the_request_the_sdk_sent_not_a_copy_of_its_body(otel, llm, oai):
+    llm.default = Turn(text="abcd" * 10, input_tokens=30, output_tokens=5)
+    _stream(oai, temperature=0.5)
+    sent = int(llm.requests[0].headers["content-length"])  # what the SDK serialized, measured without a copy
+    assert otel.chat_spans()[0].attributes["gen_ai.usage.input_tokens"] == sent // 4
+    assert otel.chat_spans()[0].attributes["gen_ai.usage.output_tokens"] == 10
+
+
 def test_the_stream_helper_keeps_the_usage_the_server_sent(otel, llm, oai):
     llm.default = Turn(text='{"city": "Oslo"}', input_tokens=12, output_tokens=6, stream_usage=True)
     with oai.chat.completions.stream(model="gpt-4o", messages=MSG) as stream:
