@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXTRAS ?= test
 
-.PHONY: demo test lint typecheck bench services clean
+.PHONY: demo test lint typecheck bench services clean peer-tests
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -31,6 +31,11 @@ typecheck: $(STAMP)
 
 test: $(STAMP) services lint typecheck
 	$(BIN)/pytest -q -p no:cacheprovider
+
+# The installed SDKs' own test suites without and with otel-budget; fails when a test's outcome differs.
+# PEER_SUITES=openai,openai-agents,anthropic PEER_PASSES=base,trace,run PEER_JOBS=2 (pytest-xdist workers).
+peer-tests: $(STAMP)
+	$(BIN)/python scripts/peer_tests/run.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/overhead.py

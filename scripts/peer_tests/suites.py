@@ -1,0 +1,40 @@
+"""The peer suites: which installed distribution, what its tests need, and how to run them here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Suite:
+    """One SDK or framework whose own test suite (from its PyPI sdist) must pass the same with otel-budget on."""
+
+    name: str
+    """The distribution on PyPI, as installed in our virtual environment."""
+    pins: tuple[str, ...] = ()
+    """Other distributions its venv must have at the version installed here (besides itself)."""
+    args: tuple[str, ...] = ()
+    """Extra pytest arguments (tests that cannot run on this machine are left out here)."""
+    serial_marker: str | None = None
+    """Tests with this marker need the process alone: run apart, without xdist."""
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def requirements(self) -> str:
+        return f"requirements-{self.name}.txt"
+
+
+SUITES: dict[str, Suite] = {
+    s.name: s
+    for s in (
+        Suite("openai"),
+        Suite(
+            "openai-agents",
+            pins=("openai",),
+            # Patches os.stat for the whole process and aborts the session.
+            args=("--ignore=tests/sandbox/test_docker_removal_worker.py",),
+            serial_marker="serial",
+        ),
+        Suite("anthropic"),
+    )
+}
