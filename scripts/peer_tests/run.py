@@ -205,11 +205,13 @@ def main() -> int:
         python = venv(suite, version, cache)
         outcomes: dict[str, dict[str, str]] = {}
         seconds: dict[str, float] = {}
+        loadavg: dict[str, float] = {}
         for mode in modes:
             log(f"{name} {version}: pass '{mode}' (-n {jobs})")
             outcomes[mode], seconds[mode] = run_pass(suite, python, source, mode, results, jobs)
-            log(f"{name} {mode}: {describe(outcomes[mode])} in {seconds[mode]:.0f} s")
-        entry: dict[str, object] = {"version": version, "seconds": seconds,
+            loadavg[mode] = os.getloadavg()[2]  # the machine's load over the last 15 minutes: the conditions
+            log(f"{name} {mode}: {describe(outcomes[mode])} in {seconds[mode]:.0f} s (load average {loadavg[mode]:.1f})")
+        entry: dict[str, object] = {"version": version, "seconds": seconds, "load_average_15min": loadavg,
                                     "counts": {m: dict(counts(o)) for m, o in outcomes.items()}}
         base = outcomes["base"]
         for mode in modes[1:]:
