@@ -21,6 +21,8 @@ class Comparison:
     """Tests that fail without us (reported, not counted), with both outcomes."""
     only_with_us: list[str] = field(default_factory=list)
     """Tests that ran only with us (collected differently): reported."""
+    by_contract: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Differences the contract itself makes (see `Suite.by_contract`): reported, not counted."""
 
 
 def load(path: Path) -> dict[str, str]:
@@ -43,14 +45,16 @@ def counts(outcomes: dict[str, str]) -> Counter[str]:
     return Counter(outcomes.values())
 
 
-def compare(base: dict[str, str], other: dict[str, str]) -> Comparison:
-    """Differences of `other` (with us) from `base` (without us), test by test."""
+def compare(base: dict[str, str], other: dict[str, str], by_contract: tuple[str, ...] = ()) -> Comparison:
+    """Differences of `other` (with us) from `base` (without us), test by test; ids starting with a
+    `by_contract` prefix are set apart."""
     result = Comparison()
     for test_id, before in base.items():
         after = other.get(test_id, "missing")
         if before in GOOD:
             if after != before:
-                result.differences[test_id] = (before, after)
+                into = result.by_contract if test_id.startswith(by_contract) else result.differences
+                into[test_id] = (before, after)
         else:
             result.broken_without_us[test_id] = (before, after)
     result.only_with_us = sorted(set(other) - set(base))

@@ -41,7 +41,8 @@ def pytest_configure(config: pytest.Config) -> None:
     meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
     otel_budget.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
     _state["exporter"] = exporter
-    _state["budget"] = otel_budget.Budget(**GENEROUS) if _mode() == "run" else None
+    fields = otel_budget.Budget.model_fields  # `max_stalls` is newer than some versions of the package
+    _state["budget"] = otel_budget.Budget(**{k: v for k, v in GENEROUS.items() if k in fields}) if _mode() == "run" else None
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -11,7 +11,8 @@ A test that works without us (passed, skipped, xfailed) must have the same outco
 without us are reported, not counted. A difference is run again, alone, without and with us, before it counts:
 one that does not reproduce is reported as flaky. Exit status 1 when any difference remains.
 
-Options come from the environment (see the Makefile): PEER_SUITES, PEER_PASSES, PEER_JOBS, PEER_CACHE.
+Options come from the environment (see the Makefile): PEER_SUITES, PEER_PASSES, PEER_JOBS, PEER_CACHE, and
+PEER_REUSE (passes whose outcomes recorded by the last run are reused, for re-runs by hand).
 """
 
 from __future__ import annotations
@@ -131,8 +132,20 @@ def session(suite: Suite, python: Path, source: Path, mode: str, record: Path, j
                          f"without recording outcomes; see {logfile}")
 
 
-def run_pass(suite: Suite, python: Path, source: Path, mode: str, results: Path, jobs: int) -> tuple[dict[str, str], float]:
-    """All of a suite's tests in one mode (its serial tests apart, without xdist); outcomes and wall time."""
+def run_pass(suite: Suite, python: Path, source: Path, mode: str, results: Path, jobs: int,
+             reuse: bool = False) -> tuple[dict[str, str], float]:
+    """All of a suite's tests in one mode (its serial tests apart, without xdist); outcomes and wall time.
+    `reuse`: the outcomes recorded by the last run of this pass, when there are (for re-runs by hand)."""
+    timing = results / f"{suite.name}-{mode}.seconds"
+    if reuse and timing.exists():
+        parts = [load(results / f"{suite.name}-{mode}.json"), load(results / f"{suite.name}-{mode}-serial.json")]
+        return merge(*parts), float(timing.read_text())
+    outcomes, seconds = _run_pass(suite, python, source, mode, results, jobs)
+    timing.write_text(f"{seconds:.1f}")
+    return outcomes, seconds
+
+
+def _run_pass(suite: Suite, python: Path, source: Path, mode: str, results: Path, jobs: int) -> tuple[dict[str, str], float]:
     logfile = results / f"{suite.name}-{mode}.log"
     logfile.unlink(missing_ok=True)
     started = time.perf_counter()
@@ -185,6 +198,7 @@ def main() -> int:
     names = [n for n in os.environ.get("PEER_SUITES", ",".join(SUITES)).split(",") if n]
     modes = [m for m in os.environ.get("PEER_PASSES", ",".join(MODES)).split(",") if m]
     jobs = int(os.environ.get("PEER_JOBS", "2"))
+    reuse = [m for m in os.environ.get("PEER_REUSE", "").split(",") if m]
     if "base" not in modes:
         modes.insert(0, "base")
     results = cache / "results"
@@ -208,14 +222,14 @@ def main() -> int:
         loadavg: dict[str, float] = {}
         for mode in modes:
             log(f"{name} {version}: pass '{mode}' (-n {jobs})")
-            outcomes[mode], seconds[mode] = run_pass(suite, python, source, mode, results, jobs)
+            outcomes[mode], seconds[mode] = run_pass(suite, python, source, mode, results, jobs, mode in reuse)
             loadavg[mode] = os.getloadavg()[2]  # the machine's load over the last 15 minutes: the conditions
             log(f"{name} {mode}: {describe(outcomes[mode])} in {seconds[mode]:.0f} s (load average {loadavg[mode]:.1f})")
         entry: dict[str, object] = {"version": version, "seconds": seconds, "load_average_15min": loadavg,
                                     "counts": {m: dict(counts(o)) for m, o in outcomes.items()}}
         base = outcomes["base"]
         for mode in modes[1:]:
-            found = compare(base, outcomes[mode])
+            found = compare(base, outcomes[mode], tuple(prefix for prefix, _ in suite.by_contract))
             flaky = recheck(suite, python, source, mode, found, results)
             ratio = seconds[mode] / seconds["base"] if seconds["base"] else float("nan")
             log(f"{name} {mode}: {len(found.differences)} differences from the run without otel-budget "
@@ -224,7 +238,12 @@ def main() -> int:
                 log(f"  DIFFERENT {test_id}: {before} without otel-budget, {after} with it")
             for test_id, text in sorted(flaky.items()):
                 log(f"  flaky (not counted) {test_id}: {text}")
+            for prefix, reason in suite.by_contract:
+                n = sum(1 for t in found.by_contract if t.startswith(prefix))
+                if n:
+                    log(f"  by contract (not counted): {n} tests in {prefix.rstrip(':')}: {reason}")
             entry[mode] = {"differences": found.differences, "flaky": flaky, "ratio": ratio,
+                           "by_contract": found.by_contract,
                            "broken_without_us": len(found.broken_without_us), "only_with_us": found.only_with_us}
             failed = failed or bool(found.differences)
         summary[name] = entry
