@@ -21,6 +21,7 @@ import hashlib
 import importlib.metadata
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -140,7 +141,11 @@ def run_pass(suite: Suite, python: Path, source: Path, mode: str, results: Path,
     if reuse and timing.exists():
         parts = [load(results / f"{suite.name}-{mode}.json"), load(results / f"{suite.name}-{mode}-serial.json")]
         return merge(*parts), float(timing.read_text())
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     outcomes, seconds = _run_pass(suite, python, source, mode, results, jobs)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    log(f"{suite.name} {mode}: {cpu:.0f} CPU seconds (pytest and its workers), {seconds:.0f} s wall")
     timing.write_text(f"{seconds:.1f}")
     return outcomes, seconds
 
