@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
 EXTRAS ?= test
 
-.PHONY: demo test lint typecheck api-docs bench services clean
+.PHONY: demo test lint typecheck api-docs bench services clean peer-tests
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -43,6 +43,11 @@ api-docs: $(STAMP)
 
 test: $(STAMP) services lint typecheck api-docs
 	$(BIN)/pytest -q -p no:cacheprovider
+
+# The installed SDKs' own test suites without and with otel-budget; fails when a test's outcome differs.
+# PEER_SUITES=openai,openai-agents,anthropic PEER_PASSES=base,trace,run PEER_JOBS=2 (pytest-xdist workers).
+peer-tests: $(STAMP)
+	$(BIN)/python scripts/peer_tests/run.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/overhead.py

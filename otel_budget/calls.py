@@ -111,7 +111,7 @@ class ModelCall:
         self.reported_cost: float | None = None
         self.output_chars = 0
         self.output_text: list[str] | None = None
-        self.injected_usage = False  # we asked a stream for usage the caller did not ask for
+        self.injected_usage = False  # we asked a stream for usage the caller did not ask for (a metered run)
         self.params: dict[str, Any] | None = None  # request parameters: semconv attribute -> value
         self.server: tuple[str, int | None] | None = None  # (server.address, server.port)
         self.conversation_id: str | None = None
@@ -153,6 +153,13 @@ class Guard:
         """The output limit to put on the request, when the enforcer chose one (else None)."""
         adm = self.admission
         return adm.max_output_tokens if adm is not None and adm.set_max_tokens else None
+
+    @property
+    def needs_usage(self) -> bool:
+        """True when the run limits tokens or money (its admission estimated the input), so a stream must report
+        its usage; otherwise a stream's usage is read if the server sent it, else estimated."""
+        adm = self.admission
+        return adm is not None and adm.input_estimate > 0
 
     @property
     def timeout(self) -> float | None:

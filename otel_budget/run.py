@@ -17,6 +17,7 @@ from opentelemetry import trace
 
 from . import config
 from . import ledger as lg
+from ._text import error_text
 from .budget import Budget, BudgetExceeded, RunOutcome, StopReason, Usage
 from .wrapup import template_wrap_up
 
@@ -219,7 +220,7 @@ class Run:
         elif isinstance(exc, BudgetExceeded):
             limit, detail = exc.limit, exc.message
         elif exc is not None and reason is StopReason.ERROR:
-            detail = f"{type(exc).__name__}: {exc}"
+            detail = error_text(exc)
         elif reason is StopReason.CANCELLED:
             detail = "the run was cancelled."
         outcome = node.snapshot(reason, limit, detail)

@@ -18,6 +18,7 @@ from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from . import semconv as sc
+from ._text import error_message
 from .budget import RunOutcome, StopReason
 from .messages import capture_mode
 from .signatures import arguments_signature, result_signature
@@ -287,7 +288,7 @@ class Telemetry:
             if call.error is not None:
                 attrs_err = type(call.error).__name__
                 span.set_attribute(sc.ERROR_TYPE, attrs_err)
-                span.set_status(Status(StatusCode.ERROR, str(call.error)[:500]))
+                span.set_status(Status(StatusCode.ERROR, error_message(call.error)[:500]))
             metric_attrs: dict[str, Any] = {
                 sc.GEN_AI_OPERATION_NAME: call.operation,
                 sc.GEN_AI_PROVIDER_NAME: call.provider,
@@ -356,7 +357,7 @@ class Telemetry:
                 span.set_attribute(sc.OI_OUTPUT_VALUE, text)
             if error is not None:
                 span.set_attribute(sc.ERROR_TYPE, type(error).__name__)
-                span.set_status(Status(StatusCode.ERROR, str(error)[:500]))
+                span.set_status(Status(StatusCode.ERROR, error_message(error)[:500]))
         finally:
             span.end()
 

@@ -13,11 +13,13 @@ import otel_budget as ob
 from otel_budget.testing import ToolCall, Turn
 
 MSG = [{"role": "user", "content": "hi"}]
+#: A token limit: the run needs every stream's reported usage, so chat streams get `include_usage` added.
+METERED = ob.Budget(max_total_tokens=1_000_000)
 
 
 def test_chat_stream_gets_usage_without_the_caller_asking_and_hides_the_extra_chunk(otel, llm, oai):
     llm.default = Turn(text="one two three four", input_tokens=120, output_tokens=7, chunks=4)
-    with ob.run("s") as run:
+    with ob.run("s", budget=METERED) as run:
         chunks = list(oai.chat.completions.create(model="gpt-4o", messages=MSG, stream=True))
     assert llm.requests[0].body["stream_options"] == {"include_usage": True}
     assert all(c.choices for c in chunks)  # the usage-only chunk never reached the caller
@@ -41,7 +43,7 @@ def test_chat_stream_with_include_usage_from_the_caller_keeps_the_chunk(otel, ll
 
 def test_stream_helper_and_tool_call_deltas_are_counted(otel, llm, oai):
     llm.default = Turn(tool_calls=[ToolCall("lookup", {"id": 7})], input_tokens=30, output_tokens=9)
-    with ob.run("helper") as run:
+    with ob.run("helper", budget=METERED) as run:
         with oai.chat.completions.stream(model="gpt-4o", messages=MSG) as stream:
             final = stream.get_final_completion()
     assert final.choices[0].message.tool_calls[0].function.name == "lookup"
@@ -105,7 +107,7 @@ def test_async_streams_openai_and_anthropic(otel, llm, aoai, aanth):
     llm.default = Turn(text="a b c", input_tokens=20, output_tokens=3)
 
     async def main() -> ob.Run:
-        async with ob.run("async-streams") as run:
+        async with ob.run("async-streams", budget=METERED) as run:
             stream = await aoai.chat.completions.create(model="gpt-4o", messages=MSG, stream=True)
             async for _ in stream:
                 pass
@@ -154,7 +156,7 @@ def test_non_stream_call_still_works_after_stream_calls(otel, llm, oai):
 
 def test_streaming_raw_response_is_counted_when_parsed(otel, llm, oai):
     llm.default = Turn(text="a b c", input_tokens=21, output_tokens=3)
-    with ob.run("raw") as run:
+    with ob.run("raw", budget=METERED) as run:
         with oai.chat.completions.with_streaming_response.create(model="gpt-4o", messages=MSG,
                                                                  stream=True) as response:
             chunks = list(response.parse())

@@ -16,6 +16,7 @@ from ..node import RoomPending, may_await_room
 from . import _params
 from ._patch import Patches
 from ._peers import is_wrapper, mark_refused, quiet
+from ._raw import RawResponse, is_raw
 from ._stream import Accumulator, AsyncStream, RawStreamResponse, SyncStream
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,36 @@ def body_chars(options: Any) -> int:
         return len(repr(data))
 
 
+class RequestSize:
+    """The request size for the input estimate, measured at most once: the Content-Length of the request the SDK
+    built when the call has been sent (no copy of the body), else the JSON body's length."""
+
+    __slots__ = ("options", "known")
+
+    def __init__(self, options: Any) -> None:
+        self.options = options
+        self.known: int | None = None
+
+    def __call__(self) -> int:
+        if self.known is None:
+            self.known = body_chars(self.options)
+        return self.known
+
+    def sent(self, result: Any) -> None:
+        """Take the size from the request behind an SDK result (stream or raw response), when not measured yet."""
+        if self.known is not None:
+            return
+        response = getattr(result, "http_response", None) or getattr(result, "response", None)
+        if response is None:
+            return
+        try:
+            length = response.request.headers.get("content-length")
+            if length is not None:
+                self.known = int(length)
+        except Exception:  # noqa: BLE001 - measured from the body instead, if ever needed
+            pass
+
+
 def _split(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, bool]:
     options = args[1] if len(args) > 1 else kwargs.get("options")
     stream = kwargs.get("stream", args[2] if len(args) > 2 else False)
@@ -80,10 +111,11 @@ def _start(adapter: Adapter, instance: Any, args: tuple[Any, ...], kwargs: dict[
     if call is None:
         return None
     call.server = _params.server(getattr(instance, "base_url", None))
+    size = RequestSize(options)
     try:
         guard = calls.begin(
             call,
-            lambda: body_chars(options),
+            size,
             summarize=_safe(adapter, instance, call),
             capture_input=lambda: _capture(adapter, options),
         )  # BudgetExceeded / UnknownPriceError propagate: a budget decision
@@ -94,7 +126,7 @@ def _start(adapter: Adapter, instance: Any, args: tuple[Any, ...], kwargs: dict[
         adapter.prepare(options, call, guard)
     except Exception:  # noqa: BLE001
         log.warning("otel-budget: could not adjust a request", exc_info=True)
-    return guard, call, options, stream
+    return guard, call, options, stream, size
 
 
 def _safe(adapter: Adapter, instance: Any, call: calls.ModelCall) -> Any:
@@ -105,11 +137,14 @@ def _safe(adapter: Adapter, instance: Any, call: calls.ModelCall) -> Any:
 
 
 def _after(adapter: Adapter, guard: calls.Guard, call: calls.ModelCall, options: Any, result: Any,
-           stream: bool, is_async: bool) -> Any:
+           stream: bool, is_async: bool, size: RequestSize) -> Any:
+    size.sent(result)
     if _is_stream(result):
         return (AsyncStream if is_async else SyncStream)(result, guard, adapter.accumulator(call, options))
-    if stream and hasattr(result, "parse"):  # a raw response whose body is the stream
-        return RawStreamResponse(result, guard, adapter.accumulator(call, options), is_async)
+    if is_raw(result):  # never parsed for the caller: read from what the caller parses
+        if stream:  # the body is the stream
+            return RawStreamResponse(result, guard, adapter.accumulator(call, options), is_async)
+        return RawResponse(result, guard, lambda parsed: adapter.read(parsed, call))
     try:
         adapter.read(result, call)
     except Exception:  # noqa: BLE001
@@ -130,7 +165,7 @@ def sync_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
         started = _start(adapter, instance, args, kwargs)
         if started is None:
             return wrapped(*args, **kwargs)
-        guard, call, options, stream = started
+        guard, call, options, stream, size = started
         if guard is None:
             return wrapped(*args, **kwargs)
         if is_wrapper(wrapped):  # another instrumentor's wrapper inside ours: our span is the call's span
@@ -138,7 +173,7 @@ def sync_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
                 result = guard.send(wrapped, *args, **kwargs)
         else:
             result = guard.send(wrapped, *args, **kwargs)
-        return _after(adapter, guard, call, options, result, stream, False)
+        return _after(adapter, guard, call, options, result, stream, False, size)
 
     return wrapper
 
@@ -150,7 +185,7 @@ def async_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
         started = await admit_async(lambda: _start(adapter, instance, args, kwargs))
         if started is None:
             return await wrapped(*args, **kwargs)
-        guard, call, options, stream = started
+        guard, call, options, stream, size = started
         if guard is None:
             return await wrapped(*args, **kwargs)
         if is_wrapper(wrapped):
@@ -158,7 +193,7 @@ def async_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
                 result = await guard.asend(wrapped, *args, **kwargs)
         else:
             result = await guard.asend(wrapped, *args, **kwargs)
-        return _after(adapter, guard, call, options, result, stream, True)
+        return _after(adapter, guard, call, options, result, stream, True, size)
 
     return wrapper
 

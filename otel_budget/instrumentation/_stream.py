@@ -7,6 +7,7 @@ either; a sync read waits at most its read timeout (the time the run had left wh
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 import time
@@ -244,7 +245,7 @@ class RawStreamResponse(wrapt.ObjectProxy):  # type: ignore[misc]
 
     def parse(self, *args: Any, **kwargs: Any) -> Any:
         result = self.__wrapped__.parse(*args, **kwargs)
-        if self._self_async:
+        if inspect.isawaitable(result):  # `with_raw_response` of an async client parses synchronously
             return self._self_wrap_async(result)
         return self._self_wrap(result)
 

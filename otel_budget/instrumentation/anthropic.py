@@ -163,8 +163,6 @@ class AnthropicAdapter:
         _request.lower_timeout(options, guard.timeout)
 
     def read(self, result: Any, call: ModelCall) -> None:
-        if not hasattr(result, "usage") and hasattr(result, "parse"):
-            result = result.parse()
         call.usage = usage_of(_get(result, "usage"))
         call.response_model = _get(result, "model")
         call.response_id = _get(result, "id")

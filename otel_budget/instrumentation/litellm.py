@@ -109,7 +109,7 @@ def _prepare(kwargs: Mapping[str, Any], call: ModelCall, guard: Guard) -> dict[s
         current = out.get("timeout")
         if not isinstance(current, (int, float)) or current > guard.timeout:
             out["timeout"] = guard.timeout
-    if call.stream:
+    if call.stream and guard.needs_usage:
         options = out.get("stream_options") or {}
         if not options.get("include_usage"):
             out["stream_options"] = {**options, "include_usage": True}

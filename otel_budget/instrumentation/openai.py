@@ -155,7 +155,9 @@ def responses_content(body: dict[str, Any]) -> tuple[list[dict[str, Any]] | None
 
 
 class ChatStream:
-    """Reads chat completion chunks; hides the usage chunk when we asked for it."""
+    """Reads chat completion chunks. When we asked for usage (`hide_usage`), the caller sees the stream as the
+    server sends it without `include_usage`: the usage-only chunk is hidden and the other chunks carry no
+    `usage` field (the server adds `"usage": null` to each of them only because we asked)."""
 
     __slots__ = ("call", "hide_usage", "tools", "usage")
 
@@ -176,6 +178,8 @@ class ChatStream:
             self.usage = usage
             if self.hide_usage and not choices:
                 return False
+        if self.hide_usage:
+            _unset_usage(chunk)
         for choice in choices or ():
             delta = _get(choice, "delta")
             content = _get(delta, "content")
@@ -202,6 +206,18 @@ class ChatStream:
     def apply(self) -> None:
         self.call.usage = chat_usage(self.usage)
         self.call.tool_calls = [(n or "", a, i) for n, a, i in (self.tools[k] for k in sorted(self.tools))]
+
+
+def _unset_usage(chunk: Any) -> None:
+    """Take the `usage` field that only our `include_usage` put on a chunk off it again (SDK models and dicts)."""
+    if isinstance(chunk, dict):
+        chunk.pop("usage", None)
+        return
+    fields = getattr(chunk, "__pydantic_fields_set__", None)
+    if isinstance(fields, set) and "usage" in fields:
+        if getattr(chunk, "usage", None) is not None:
+            chunk.__dict__["usage"] = None
+        fields.discard("usage")
 
 
 class ResponsesStream:
@@ -270,7 +286,7 @@ class OpenAIAdapter:
         chat = options.url == _CHAT
         if guard is not None and guard.max_output_tokens is not None:
             changed["max_completion_tokens" if chat else "max_output_tokens"] = guard.max_output_tokens
-        if chat and call.stream:
+        if chat and call.stream and guard is not None and guard.needs_usage:
             so = body.get("stream_options") or {}
             if not so.get("include_usage"):
                 changed["stream_options"] = {**so, "include_usage": True}
@@ -281,11 +297,7 @@ class OpenAIAdapter:
             _request.lower_timeout(options, guard.timeout)
 
     def read(self, result: Any, call: ModelCall) -> None:
-        kind = _get(result, "object")
-        if kind is None and hasattr(result, "parse"):
-            result = result.parse()  # raw response wrappers cache what they parse
-            kind = _get(result, "object")
-        if kind == "response":
+        if _get(result, "object") == "response":
             read_response(result, call)
         else:
             read_chat(result, call)

@@ -325,6 +325,8 @@ def _set_alternative(node: RunNode, run: ResumedRun, run_state: Any, context: An
     rejection, pending = run.rejection, run.pending
     if rejection is None or pending is None or not pending.call_id or context is None or node.stop_state is not None:
         return
+    if node.approval is None or node.approval.operation(node, pending.tool, pending.arguments) is None:
+        return  # the SDK's own interruption (a tool's `needs_approval`): its rejection text stays the SDK's
     try:
         if context.get_rejection_message(pending.tool, pending.call_id) is not None:
             return

@@ -71,9 +71,12 @@ def chat_completion(plan: Plan, rid: str) -> dict[str, Any]:
 
 
 def chat_stream(plan: Plan, rid: str, turn: Turn, body: dict[str, Any]) -> list[Event]:
-    """``chat.completion.chunk`` events; a usage chunk only when ``stream_options.include_usage``."""
+    """``chat.completion.chunk`` events; a usage chunk only when ``stream_options.include_usage`` (or
+    ``turn.stream_usage``)."""
     options = body.get("stream_options")
     include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
+    if turn.stream_usage is not None:
+        include_usage = turn.stream_usage
     created = int(time.time())
 
     def chunk(delta: dict[str, Any] | None, finish: str | None = None) -> Event:

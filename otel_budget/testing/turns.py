@@ -53,6 +53,9 @@ class Turn:
     """Streaming: send one event whose data is not JSON."""
     report_usage: bool = True
     """Non-streamed: ``False`` leaves the usage out of the response, as some compatible servers do."""
+    stream_usage: bool | None = None
+    """OpenAI chat streaming: send the usage chunk (True) or not (False) whatever ``stream_options`` asks, as some
+    servers do; ``None`` follows the request's ``include_usage``."""
 
 
 @dataclass

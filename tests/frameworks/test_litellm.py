@@ -110,7 +110,7 @@ def test_stream_and_acompletion_are_counted_once_and_usage_chunk_is_hidden(
                                    api_base=scripted_llm.openai_base_url, api_key="x", stream=True)
         return str(reply.choices[0].message.content), [chunk async for chunk in stream]
 
-    with otel_budget.run("litellm-stream") as run:
+    with otel_budget.run("litellm-stream", budget=otel_budget.Budget(max_total_tokens=1_000_000)) as run:
         chunks = list(completion(model="openai/gpt-4o", messages=[{"role": "user", "content": "hi"}],
                                  api_base=scripted_llm.openai_base_url, api_key="x", stream=True))
         text, async_chunks = asyncio.run(both())
