@@ -98,7 +98,8 @@ def test_one_llm_span_per_request_with_another_instrumentor(llm: Any, oai: opena
     # OpenLLMetry opens its Responses span only after the call returned (not while we span it): not covered.
     responses = name != "openllmetry"
     try:
-        llm.default = Turn(text="x", input_tokens=10, output_tokens=2)
+        # The stream's usage comes unasked (a steps-only run does not add include_usage, issue 16).
+        llm.default = Turn(text="x", input_tokens=10, output_tokens=2, stream_usage=True)
         with ob.run("peers", budget=ob.Budget(max_steps=2 + responses)) as run:
             ask(oai)
             for _ in oai.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "s"}],
