@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import semconv as sc
-from .spans import BadRecord, SpanRow, attribute_value, spans_from_jaeger, spans_from_otlp
+from .spans import BadRecord, SpanRow, attribute_value, spans_from_jaeger, spans_from_json, spans_from_otlp
 
 #: The dimensions analysed, with the span attribute (suffix of otel_budget.used.) they come from.
 DIMENSIONS: tuple[str, ...] = ("steps", "tool_calls", "seconds", "total_tokens", "usd")
@@ -113,29 +113,26 @@ def record_from_span(row: SpanRow) -> RunRecord | None:
     return rec
 
 
-def records_from_otlp(data: Any) -> Iterator[RunRecord]:
-    """Run records in one OTLP/JSON ExportTraceServiceRequest; raises BadRecord on a wrong shape."""
-    for row in list(spans_from_otlp(data)):
+def _records(rows: Iterable[SpanRow]) -> Iterator[RunRecord]:
+    for row in list(rows):  # the whole input is read first: a wrong shape raises before any record is yielded
         rec = record_from_span(row)
         if rec is not None:
             yield rec
+
+
+def records_from_otlp(data: Any) -> Iterator[RunRecord]:
+    """Run records in one OTLP/JSON ExportTraceServiceRequest; raises BadRecord on a wrong shape."""
+    return _records(spans_from_otlp(data))
 
 
 def records_from_jaeger(data: Any) -> Iterator[RunRecord]:
     """Run records in a Jaeger query API answer ({"data": [trace, ...]}) or in one Jaeger trace."""
-    for row in list(spans_from_jaeger(data)):
-        rec = record_from_span(row)
-        if rec is not None:
-            yield rec
+    return _records(spans_from_jaeger(data))
 
 
 def records_from_json(data: Any) -> Iterator[RunRecord]:
     """OTLP/JSON or Jaeger JSON, whichever `data` is."""
-    if isinstance(data, Mapping) and "resourceSpans" in data:
-        return records_from_otlp(data)
-    if isinstance(data, Mapping) and ("data" in data or "spans" in data):
-        return records_from_jaeger(data)
-    raise BadRecord("neither OTLP/JSON (resourceSpans) nor Jaeger JSON (data / spans)")
+    return _records(spans_from_json(data))
 
 
 def final_runs(records: Iterable[RunRecord]) -> list[RunRecord]:
