@@ -60,24 +60,36 @@ def _expired(guard: Guard, acc: Accumulator) -> BudgetExceeded:
     return guard.expire()
 
 
-class _Response(wrapt.ObjectProxy):  # type: ignore[misc]
-    """The HTTP response under a stream proxy: the SDK's `.stream()` helpers close it directly, which settles."""
+def _settle_on_close(stream: Any, final: weakref.finalize, reading: list[bool]) -> None:
+    """The SDK's `.stream()` helpers close the stream's HTTP response directly: that very response's close (or
+    aclose) settles the call too. The response stays the SDK's own object (its type is unchanged); only its
+    instance gets a close that also runs `final` (once: a finalizer runs at most once). A close while the proxy
+    is reading an item (the SDK closing on an error) is left to the proxy, which settles with the error."""
+    try:
+        response = stream.response
+        close = response.close
 
-    def __init__(self, wrapped: Any, final: weakref.finalize) -> None:
-        super().__init__(wrapped)
-        self._self_final = final
+        def close_and_settle(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return close(*args, **kwargs)
+            finally:
+                if not reading[0]:
+                    final()
 
-    def close(self) -> None:
-        try:
-            self.__wrapped__.close()
-        finally:
-            self._self_final()
+        response.close = close_and_settle
+        aclose = getattr(response, "aclose", None)
+        if aclose is not None:
 
-    async def aclose(self) -> None:
-        try:
-            await self.__wrapped__.aclose()
-        finally:
-            self._self_final()
+            async def aclose_and_settle(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    return await aclose(*args, **kwargs)
+                finally:
+                    if not reading[0]:
+                        final()
+
+            response.aclose = aclose_and_settle
+    except Exception:  # noqa: BLE001 - a response we cannot watch is settled by the stream's other paths
+        log.debug("otel-budget: could not watch a stream's response", exc_info=True)
 
 
 def _feed(acc: Accumulator, item: Any) -> bool:
@@ -97,10 +109,8 @@ class SyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
         self._self_acc = acc
         self._self_final = weakref.finalize(self, _abandon, guard, acc)
         guard.reader = acc
-
-    @property
-    def response(self) -> Any:
-        return _Response(self.__wrapped__.response, self._self_final)
+        self._self_reading = [False]
+        _settle_on_close(wrapped, self._self_final, self._self_reading)
 
     def __iter__(self) -> SyncStream:
         return self
@@ -108,7 +118,9 @@ class SyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
     def __next__(self) -> Any:
         nxt = self.__wrapped__.__next__
         deadline = self._self_guard.deadline
+        reading = self._self_reading
         while True:
+            reading[0] = True  # the SDK may close the response while it reads: this path settles then
             try:
                 item = nxt()
             except StopIteration:
@@ -121,6 +133,8 @@ class SyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
                 if replaced is None or replaced is exc:
                     raise
                 raise replaced from exc
+            finally:
+                reading[0] = False
             visible = _feed(self._self_acc, item)
             if time.monotonic() >= deadline:
                 raise self._self_expire()
@@ -159,10 +173,8 @@ class AsyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
         self._self_acc = acc
         self._self_final = weakref.finalize(self, _abandon, guard, acc)
         guard.reader = acc
-
-    @property
-    def response(self) -> Any:
-        return _Response(self.__wrapped__.response, self._self_final)
+        self._self_reading = [False]
+        _settle_on_close(wrapped, self._self_final, self._self_reading)
 
     def __aiter__(self) -> AsyncStream:
         return self
@@ -170,8 +182,10 @@ class AsyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
     async def __anext__(self) -> Any:
         nxt = self.__wrapped__.__anext__
         deadline = self._self_guard.deadline
+        reading = self._self_reading
         while True:
             silent = False
+            reading[0] = True  # the SDK may close the response while it reads: this path settles then
             try:
                 if deadline == math.inf or anyio is None:
                     item = await nxt()
@@ -189,6 +203,8 @@ class AsyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
                 if replaced is None or replaced is exc:
                     raise
                 raise replaced from exc
+            finally:
+                reading[0] = False
             if silent:
                 raise await self._self_expire()
             visible = _feed(self._self_acc, item)
