@@ -390,6 +390,8 @@ def resume(
     on with `run.rejection` as the text to answer the call with. `budget` replaces the saved limits (pass it
     to keep a policy's `when` predicate across processes); time spent waiting for the decision is not run time.
     `approved=None` (a framework resumed without a decision): nothing is granted or denied, the call pauses again.
+    A run paused at a limit (`Budget(on_limit="pause")`, pending kind "limit") goes on under `budget`'s limits with
+    the quota used counted, so only larger limits let it send more; a rejection ends it with the limit's reason.
     """
     if not isinstance(paused, PausedRun):
         try:
