@@ -12,7 +12,7 @@ import pytest
 
 import otel_budget
 from otel_budget import Budget, BudgetExceeded, PausedRun, StopReason
-from otel_budget.testing import Turn
+from otel_budget.testing import ToolCall, Turn
 
 from . import _limit_agent as agent
 
@@ -167,3 +167,34 @@ def test_old_paused_json_without_a_kind_reads_as_a_tool_approval():
 def test_on_limit_takes_stop_or_pause_only():
     with pytest.raises(ValueError, match="on_limit"):
         Budget(on_limit="ask")
+
+
+def test_a_tool_calls_limit_pauses_before_the_next_call_and_no_tool_beyond_it_runs(otel, llm, oai):
+    from . import _agent
+
+    _agent.EXECUTED.clear()
+    pages = iter(range(1, 1000))
+    llm.responder = lambda req: Turn(tool_calls=[ToolCall("read_file", {"path": f"page-{next(pages)}"})])
+    run = _agent.start(oai, Budget(max_tool_calls=2, on_limit="pause"), name="reader")
+    out = run.outcome
+    assert out.stop_reason is StopReason.AWAITING_APPROVAL and out.limit == "max_tool_calls"
+    assert out.paused.pending.kind == "limit" and out.paused.pending.cap == 2
+    # The third request for a tool went over the limit: it did not run and no model call followed it.
+    assert len(llm.requests) == 3 and len(_agent.EXECUTED) == 2
+    resumed = _agent.go_on(oai, PausedRun.model_validate_json(out.paused.model_dump_json()), approved=True,
+                           budget=Budget(max_tool_calls=4))
+    assert resumed.outcome.stop_reason is StopReason.AWAITING_APPROVAL and resumed.outcome.limit == "max_tool_calls"
+    # Approved: the request left open at the pause ran, then one more fitted; the 5th request paused again, unrun.
+    assert [args["path"] for _, args in _agent.EXECUTED] == ["page-1", "page-2", "page-3", "page-4"]
+    assert resumed.outcome.usage.tool_calls == 5 and len(llm.requests) == resumed.outcome.usage.model_calls == 5
+
+
+def test_a_token_limit_pauses_and_a_declined_one_ends_tokens(priced, llm, oai):
+    with otel_budget.run("tokens", budget=Budget(max_total_tokens=500, on_limit="pause")) as run:
+        agent.loop(oai, run)
+    out = run.outcome
+    assert out.stop_reason is StopReason.AWAITING_APPROVAL and out.limit == "max_total_tokens"
+    assert out.usage.total_tokens <= 500 and len(llm.requests) == out.usage.model_calls >= 1
+    before = len(llm.requests)
+    declined = agent.go_on(oai, out.paused, approved=False, budget=None)
+    assert declined.outcome.stop_reason is StopReason.TOKENS and len(llm.requests) == before
