@@ -159,7 +159,7 @@ class Budget(BaseModel):
     confirm_done: bool = False
     """A run ends `done` only after `run.complete()`; otherwise `incomplete`."""
     on_limit: Literal["stop", "pause"] = "stop"
-    """"pause": a call refused by a limit pauses the run (`awaiting_approval`) for a person's decision instead."""
+    """With "pause", a call refused by a limit pauses the run (`awaiting_approval`) for a person's decision."""
     max_depth: PositiveInt | None = None
     """Nesting depth of runs: the top run has depth 1, a subagent's run depth 2, and so on."""
     near: float = Field(default=0.8, gt=0, le=1)
