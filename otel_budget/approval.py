@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from opentelemetry import trace
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, TraceFlags
@@ -117,18 +117,28 @@ class ApprovalPolicy(BaseModel):
 
 
 class PendingCall(BaseModel):
-    """The tool call a paused run waits on."""
+    """What a paused run waits on: a tool call that needs approval (`kind` "tool"), or a limit the run reached
+    under `Budget(on_limit="pause")` (`kind` "limit", with the limit and the numbers)."""
 
-    tool: str
+    kind: Literal["tool", "limit"] = "tool"
+    tool: str = ""
     arguments: Any = None
     """As the model or the code gave them (a dict, or the raw JSON text)."""
     call_id: str | None = None
     """The model's tool call id, when the model asked for it; answer the call with this id after a resume."""
-    operation: str
+    operation: str = ""
     target: str | None = None
     """What the call acts on (a recipient, a remote, a path), when its arguments name it."""
+    limit: str | None = None
+    """For kind "limit": the Budget field reached, e.g. `max_usd`."""
+    used: float | None = None
+    """For kind "limit": what the run had used of it (seconds for `max_seconds`)."""
+    cap: float | None = None
+    """For kind "limit": the limit's value when the run paused."""
 
     def describe(self) -> str:
+        if self.kind == "limit":
+            return f"more than {self.limit}={self.cap:g}" if self.cap is not None else f"more than {self.limit}"
         return f"{self.tool}({_short(self.arguments)})"
 
 
@@ -276,6 +286,9 @@ class ApprovalState:
         """Apply a person's decision on `call`: approval grants exactly that call; a rejection denies its operation
         and ends the run with `denied` unless a policy names an alternative. A call that no policy gates (a
         framework's own approval) is the framework's business: nothing is granted or denied. None: no decision."""
+        if call.kind == "limit":
+            self._decide_limit(node, call, approved)
+            return
         if approved is None or self.operation(node, call.tool, call.arguments) is None:
             return
         if approved:
@@ -284,6 +297,16 @@ class ApprovalState:
         self.deny(call.operation)
         if not any(pol.alternative for pol in self.policies(node)) and node.stop_state is None:
             node.stop_state = (StopReason.DENIED, None, f"a person denied {call.describe()}; the run ended there.")
+
+    @staticmethod
+    def _decide_limit(node: RunNode, call: PendingCall, approved: bool | None) -> None:
+        """A limit pause: approval goes on under the resumed run's limits (the quota used counts against them, so
+        nothing grows unless they are larger); a rejection ends the run with the limit's own stop reason."""
+        if approved is not False or node.stop_state is not None or call.limit not in _budget.LIMITS:
+            return
+        reason = _budget.LIMITS[call.limit][1]
+        node.stop_state = (reason, call.limit, f"a person declined to raise {call.limit} after the run reached it; "
+                           "the run ended there.")
 
     # --- work done ------------------------------------------------------------------------------------
 
@@ -367,6 +390,8 @@ def resume(
     on with `run.rejection` as the text to answer the call with. `budget` replaces the saved limits (pass it
     to keep a policy's `when` predicate across processes); time spent waiting for the decision is not run time.
     `approved=None` (a framework resumed without a decision): nothing is granted or denied, the call pauses again.
+    A run paused at a limit (`Budget(on_limit="pause")`, pending kind "limit") goes on under `budget`'s limits with
+    the quota used counted, so only larger limits let it send more; a rejection ends it with the limit's reason.
     """
     if not isinstance(paused, PausedRun):
         try:
@@ -382,6 +407,8 @@ def resume(
         budget = paused.make_budget()
     elif budget.approve is None and paused.policy is not None:
         budget = budget.model_copy(update={"approve": paused.policy})
+    if "on_limit" not in budget.model_fields_set and paused.budget.get("on_limit") == "pause":
+        budget = budget.model_copy(update={"on_limit": "pause"})  # a run that pauses at limits keeps doing so
     return ResumedRun(paused, approved, budget, by)
 
 
@@ -422,7 +449,7 @@ class ResumedRun(Run):
         if self.approved is not None:
             attrs[sc.APPROVAL_DECISION] = "approved" if self.approved else "denied"
         if p.pending is not None:
-            attrs[sc.APPROVAL_TOOL] = p.pending.tool
+            attrs[sc.APPROVAL_TOOL] = p.pending.tool if p.pending.kind == "tool" else p.pending.operation
             state.decide(node, p.pending, self.approved)
         if self.by:
             attrs[sc.APPROVAL_BY] = self.by

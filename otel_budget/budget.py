@@ -158,6 +158,8 @@ class Budget(BaseModel):
     max_repeats and max_stalls."""
     confirm_done: bool = False
     """A run ends `done` only after `run.complete()`; otherwise `incomplete`."""
+    on_limit: Literal["stop", "pause"] = "stop"
+    """With "pause", a call refused by a limit pauses the run (`awaiting_approval`) for a person's decision."""
     max_depth: PositiveInt | None = None
     """Nesting depth of runs: the top run has depth 1, a subagent's run depth 2, and so on."""
     near: float = Field(default=0.8, gt=0, le=1)

@@ -262,7 +262,7 @@ class RunNode:
         self.charges: dict[str, float] = {}  # USD charged by name
         # Approvals, denials and the pending call are shared by the run tree (see approval.py).
         self.approval: ApprovalState | None = parent.approval if parent is not None else None
-        if self.approval is None and budget.approve is not None:
+        if self.approval is None and (budget.approve is not None or budget.on_limit == "pause"):
             from .approval import ApprovalState
 
             self.approval = ApprovalState()
@@ -307,12 +307,17 @@ class RunNode:
     def utilization_max(self) -> float:
         return max(self.utilization().values(), default=0.0)
 
-    def stop(self, reason: StopReason, limit: str | None, detail: str, *, by: RunNode | None = None) -> BudgetExceeded:
+    def stop(
+        self, reason: StopReason, limit: str | None, detail: str, *, by: RunNode | None = None, pausable: bool = True
+    ) -> BudgetExceeded:
         """Record that the run stops (the first stop recorded wins) and return the BudgetExceeded to raise.
 
         `by` is the ancestor whose limit caused the stop: it and every run in between record it too, so a run
-        whose budget refused work never ends `done`.
+        whose budget refused work never ends `done`. When that run's budget says `on_limit="pause"`, a stop at
+        one of its own limits is a pause (`awaiting_approval`, pending kind "limit") instead.
         """
+        if pausable and self.stop_state is None:
+            reason, detail = self._pause_at_limit(reason, limit, detail, by or self)
         if self.stop_state is None:
             self.stop_state = (reason, limit, detail)
         if by is not None and by is not self:
@@ -321,6 +326,26 @@ class RunNode:
         exc.run_id = self.id
         exc.run_path = self.path  # type: ignore[attr-defined]
         return exc
+
+    def _pause_at_limit(self, reason: StopReason, limit: str | None, detail: str, owner: RunNode) -> tuple[
+            StopReason, str]:
+        """A stop at one of `owner`'s own limits under `on_limit="pause"`: record the limit as what the run waits
+        on and return (`awaiting_approval`, detail); any other stop is returned as it is."""
+        if (limit not in LIMITS or LIMITS[limit][1] is not reason or owner.budget.on_limit != "pause"
+                or getattr(owner.budget, limit, None) is None):
+            return reason, detail
+        from .approval import ApprovalState, PendingCall
+
+        dim = LIMITS[limit][0]
+        used = owner.elapsed() if dim == "seconds" else owner.account.used[dim]
+        cap = float(getattr(owner.budget, limit))
+        if self.approval is None:
+            self.approval = ApprovalState()
+        with self.approval.lock:
+            self.approval.pending = PendingCall(kind="limit", tool="", operation=limit, limit=limit,
+                                                used=round(used, 10), cap=cap)
+        return StopReason.AWAITING_APPROVAL, (f"{detail.rstrip('.')}; the run paused for a person's decision "
+                                              f"(on_limit=\"pause\"): resume it with a larger {limit} to go on.")
 
     def _stop_up_to(self, owner: RunNode, state: tuple[StopReason, str | None, str]) -> None:
         """Record `state` on every ancestor up to `owner` that has no stop yet."""
@@ -352,7 +377,7 @@ class RunNode:
         if shared:
             where = f" of the shared budget '{refusal.scope}'"
         detail = f"{what} was not sent: it would exceed {field}{where} ({refusal.describe()})."
-        return self.stop(reason, field, detail, by=by)
+        return self.stop(reason, field, detail, by=by, pausable=not shared)
 
     def _check_open(self, what: str) -> None:
         """Refuse work for a run that has ended (a thread it started outlived it): a closed run is never charged.
@@ -427,7 +452,8 @@ class RunNode:
             for dim, limit in scope.limits().items():
                 if dim in _DIM_REASON and taken.get(dim, 0.0) > limit - (0.5 if dim == "steps" else 0.0):
                     reason, field = _DIM_REASON[dim]
-                    self.stop(reason, field, f"the shared budget '{scope.name}' has no {dim} left ({field}).")
+                    self.stop(reason, field, f"the shared budget '{scope.name}' has no {dim} left ({field}).",
+                              pausable=False)
                     return False
         return True
 
@@ -777,8 +803,10 @@ class RunNode:
         reason, field = _DIM_REASON.get(adm.bound_by, (StopReason.TOKENS, "max_output_tokens"))
         self.truncated_by_budget = True
         if self.stop_state is None:
-            self.stop_state = (reason, field, f"the answer of call {adm.turn} was cut at {adm.max_output_tokens} "
-                               f"output tokens: that was all {field} left room for.")
+            detail = (f"the answer of call {adm.turn} was cut at {adm.max_output_tokens} output tokens: that was all "
+                      f"{field} left room for.")
+            reason, detail = self._pause_at_limit(reason, field, detail, self._exhausted(adm.bound_by or "usd"))
+            self.stop_state = (reason, field, detail)
 
     def take_call_id(self, name: str, arguments: Any) -> str | None:
         """The call id the model gave a tool call with this name and arguments, once (None when unknown)."""

@@ -29,29 +29,33 @@ def _number(value: float, dim: str, cap: float | None) -> str:
 
 def _limit_line(node: RunNode, outcome: RunOutcome) -> str:
     limit = outcome.limit
-    u = outcome.usage
     if limit in LIMITS:
-        dim, _, unit = LIMITS[limit]
-        cap = getattr(node.budget, limit, None)
-        values: dict[str, float] = {
-            "steps": u.model_calls,
-            "tool_calls": u.tool_calls,
-            "seconds": round(u.seconds, 1),
-            "input_tokens": u.input_tokens,
-            "output_tokens": u.output_tokens,
-            "total_tokens": u.input_tokens + u.output_tokens,
-            "usd": u.cost_usd,
-        }
-        used = _number(values[dim], dim, cap)
-        cap_text = _number(cap, dim, cap) if cap is not None else ""
-        own = f"{used} of {cap_text} {unit} used" if cap is not None else "set by an enclosing run"
-        return f"Stopped at a limit: {limit} ({own})."
+        return f"Stopped at a limit: {limit} ({_used_of(node, outcome, limit)})."
     if outcome.stop_reason is StopReason.REPEAT:
         what = "cycle of actions" if " the cycle " in outcome.detail else "tool call"
         return f"Stopped at a limit: max_repeats (the same {what} {_repeat_cap(outcome.detail, node)} times in a row)."
     if outcome.stop_reason is StopReason.DEPTH:
         return "Stopped at a limit: max_depth (delegation deeper than the budget allows)."
     return f"Stopped at a limit: {limit or outcome.stop_reason.value}."
+
+
+def _used_of(node: RunNode, outcome: RunOutcome, limit: str) -> str:
+    """`$0.40 of $0.40 USD used`, or `set by an enclosing run` when the limit is not this run's own."""
+    u = outcome.usage
+    dim, _, unit = LIMITS[limit]
+    cap = getattr(node.budget, limit, None)
+    values: dict[str, float] = {
+        "steps": u.model_calls,
+        "tool_calls": u.tool_calls,
+        "seconds": round(u.seconds, 1),
+        "input_tokens": u.input_tokens,
+        "output_tokens": u.output_tokens,
+        "total_tokens": u.input_tokens + u.output_tokens,
+        "usd": u.cost_usd,
+    }
+    used = _number(values[dim], dim, cap)
+    cap_text = _number(cap, dim, cap) if cap is not None else ""
+    return f"{used} of {cap_text} {unit} used" if cap is not None else "set by an enclosing run"
 
 
 def _repeat_cap(detail: str, node: RunNode) -> int | None:
@@ -78,6 +82,9 @@ def template_wrap_up(node: RunNode, outcome: RunOutcome, model_text: str | None 
     if outcome.stop_reason is StopReason.STALLED:
         return _stalled(node, outcome, done, model_text)
     head = _REASON_TEXT.get(outcome.stop_reason) or _limit_line(node, outcome)
+    if outcome.stop_reason is StopReason.AWAITING_APPROVAL and outcome.limit in LIMITS:
+        head = (f"Paused: the run reached {outcome.limit} ({_used_of(node, outcome, outcome.limit)}) and waits for a "
+                f"person's decision: resume it with a larger {outcome.limit} to go on, or decline to end it.")
     parts = [head, "The task is NOT complete; whatever the run produced so far is partial.", f"Done so far: {done}"]
     if outcome.stop_reason is StopReason.INCOMPLETE and outcome.detail:
         parts.append(f"Missing: {outcome.detail[0].upper()}{outcome.detail[1:]}")
