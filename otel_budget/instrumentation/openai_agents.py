@@ -204,19 +204,27 @@ async def load_state(agent: Any, paused: PausedRun | str) -> Any:
     return state
 
 
-def _paused_for(run_state: Any) -> PausedRun | None:
-    """The pause (kept in this process) that a `RunState`'s interruptions wait on, if any."""
+def _our_pauses(run_state: Any) -> tuple[list[Any], list[tuple[PausedRun, str, Any, str | None]]]:
+    """A `RunState`'s interruptions, and those a pause of ours (kept in this process) waits on, as
+    (pause, tool, arguments, call id)."""
     try:
         items = list(run_state.get_interruptions())
     except Exception:  # noqa: BLE001
-        return None
+        return [], []
+    ours = []
     for item in items:
-        tool, _arguments, call_id = _call_of(item)
+        tool, arguments, call_id = _call_of(item)
         with _paused_lock:
             paused = _paused.get(call_id) if call_id else None
         if paused is not None and paused.pending is not None and paused.pending.tool == tool:
-            return paused
-    return None
+            ours.append((paused, tool, arguments, call_id))
+    return items, ours
+
+
+def _paused_for(run_state: Any) -> PausedRun | None:
+    """The pause (kept in this process) that a `RunState`'s interruptions wait on, if any."""
+    ours = _our_pauses(run_state)[1]
+    return ours[0][0] if ours else None
 
 
 def _state_to_json(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -255,18 +263,10 @@ def _resumption(run_state: Any) -> tuple[PausedRun, bool | None, list[Any]] | No
     and the interruptions (None when the state did not come from one of our pauses)."""
     if run_state is None or type(run_state).__name__ != "RunState":
         return None
-    try:
-        items = list(run_state.get_interruptions())
-    except Exception:  # noqa: BLE001
-        return None
-    for item in items:
-        tool, arguments, call_id = _call_of(item)
-        with _paused_lock:
-            paused = _paused.get(call_id) if call_id else None
-        pending = paused.pending if paused is not None else None
-        if paused is None or pending is None or pending.tool != tool:
-            continue
-        if canonical_arguments(pending.arguments) != canonical_arguments(arguments):
+    items, ours = _our_pauses(run_state)
+    for paused, tool, arguments, call_id in ours:
+        pending = paused.pending
+        if pending is None or canonical_arguments(pending.arguments) != canonical_arguments(arguments):
             continue
         with _paused_lock:
             _paused.pop(call_id or "", None)  # each pause is resumed once
