@@ -89,7 +89,7 @@ class Redis:
 
 def _client(url: str, seconds: float, gate: Any, out: Any) -> None:
     from otel_budget import RedisLedger
-    from otel_budget.ledger import Reservation
+    from otel_budget.core.ledger import Reservation
 
     store = RedisLedger(url, prefix="bench", socket_timeout=5.0)
     amounts = {"usd": 0.01, "steps": 1.0}

@@ -216,7 +216,7 @@ def run_length(length: int, window: int, reps: int = 9) -> list[tuple[int, float
     the wrapper passes straight through: the bare SDK plus one context-variable read); medians of `reps`.
     The first metered window starts at the mark's turn.
     """
-    from otel_budget.calls import in_call
+    from otel_budget.core.calls import in_call
 
     exporter = InMemorySpanExporter()
     tp = TracerProvider()
@@ -258,8 +258,8 @@ def wrapper_length(marks: tuple[int, ...] = (1, 100, 10_000, 100_000), window: i
     from openai._models import FinalRequestOptions
     from openai.types.chat import ChatCompletion
 
-    from otel_budget.instrumentation._request import sync_wrapper
-    from otel_budget.instrumentation.openai import OpenAIAdapter
+    from otel_budget.instrumentation.providers._request import sync_wrapper
+    from otel_budget.instrumentation.providers.openai import OpenAIAdapter
 
     exporter = InMemorySpanExporter()
     tp = TracerProvider()

@@ -26,7 +26,7 @@ from pathlib import Path
 import openai
 
 import otel_budget as ob
-from otel_budget import config
+from otel_budget.core import config
 from otel_budget.testing import RecordedRequest, ScriptedLLM, ToolCall, Turn
 
 MODEL = "gpt-4o"

@@ -13,7 +13,7 @@ from agents import Agent, Runner, function_tool, set_default_openai_client, set_
 from openai import AsyncOpenAI
 
 import otel_budget
-from otel_budget.instrumentation.openai_agents import outcome
+from otel_budget.agents import outcome
 from otel_budget.testing import ScriptedLLM, ToolCall, Turn
 
 

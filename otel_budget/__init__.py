@@ -17,22 +17,25 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-from . import config as _config
-from . import environment as _environment
-from . import propagation
-from .approval import ApprovalPolicy, PausedRun, PendingCall, resume  # completes Budget and RunOutcome
-from .budget import Budget, BudgetExceeded, Price, RunOutcome, Scope, StopReason, UnknownPriceError, Usage
-from .exporters import FileSpanExporter
+from .core import config as _config
+from .core.ledger import LedgerStore, MemoryLedger
+from .core.pricing import PriceBook as _PriceBook
+from .core.resume import resume  # completes Budget and RunOutcome
+from .core.run import Run, current_run, run
+from .core.tools import tool
+from .fleet import propagation
+from .fleet.redis_ledger import RedisLedger
 from .instrumentation import instrument_all as _instrument_all
 from .instrumentation import patched as _patched
 from .instrumentation import uninstrument_all as _uninstrument_all
 from .instrumentation._patch import Patches as _Patches
-from .ledger import LedgerStore, MemoryLedger
-from .pricing import PriceBook as _PriceBook
-from .redis_ledger import RedisLedger
-from .run import Run, current_run, run
-from .telemetry import Telemetry as _Telemetry
-from .tools import tool
+from .model.budget import Budget, Price, Scope, StopReason, Usage
+from .model.outcome import BudgetExceeded, RunOutcome, UnknownPriceError
+from .model.paused import PausedRun, PendingCall  # completes Budget and RunOutcome
+from .model.policy import ApprovalPolicy  # completes Budget and RunOutcome
+from .telemetry import environment as _environment
+from .telemetry.exporters import FileSpanExporter
+from .telemetry.recorder import Telemetry as _Telemetry
 
 __all__ = [
     "ApprovalPolicy",

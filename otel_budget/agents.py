@@ -14,8 +14,8 @@ from typing import Any
 
 from agents import RunHooks
 
-from .budget import Budget
-from .instrumentation.openai_agents import load_state, outcome
+from .instrumentation.frameworks.openai_agents import load_state, outcome
+from .model.budget import Budget
 
 
 class BudgetHooks(RunHooks[Any]):

@@ -20,8 +20,8 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "otel_budget.claude needs the Claude Agent SDK: pip install 'otel-budget[claude]' (or claude-agent-sdk)"
     ) from exc
 
-from .budget import Budget
-from .instrumentation.claude_agent_sdk import outcome
+from .instrumentation.frameworks.claude_agent_sdk import outcome
+from .model.budget import Budget
 
 
 @dataclass

@@ -138,7 +138,7 @@ def _demo(argv: list[str]) -> int:
     try:
         import openai  # noqa: F401 - the demo drives the real openai SDK
 
-        from . import demo  # imported only when asked for
+        from .demo import rows as demo  # imported only when asked for
     except ModuleNotFoundError as exc:
         print(f"otel-budget demo needs the {exc.name} package, which is not installed: "
               "pip install 'otel-budget[openai]'", file=sys.stderr)

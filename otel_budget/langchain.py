@@ -18,10 +18,10 @@ from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, hook_config
 
-from . import config
-from .budget import Budget
-from .instrumentation.langchain import stop_message
-from .run import current_run
+from .core import config
+from .core.run import current_run
+from .instrumentation.frameworks.langchain import stop_message
+from .model.budget import Budget
 
 log = logging.getLogger(__name__)
 

@@ -10,27 +10,18 @@
 
 `Agent(model, capabilities=[BudgetLimits(...)])` makes it the agent's budget for every run. With a structured
 output type (no text allowed) a stop raises `otel_budget.BudgetExceeded` from `agent.run()`, after the run
-closed; its `.outcome` is the final RunOutcome. See `otel_budget.instrumentation.pydantic_ai` for the details.
+closed; its `.outcome` is the final RunOutcome. See `otel_budget.instrumentation.frameworks.pydantic_ai` for the details.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.exceptions import SkipModelRequest
-from pydantic_ai.messages import ModelResponse, ModelResponseStreamEvent, TextPart
-from pydantic_ai.models import StreamedResponse
-from pydantic_ai.models.wrapper import WrapperModel
 
-from .budget import Budget, BudgetExceeded
-from .instrumentation import pydantic_ai as _adapter
-from .instrumentation.pydantic_ai import outcome
-from .run import current_run
+from .instrumentation.frameworks.pydantic_ai import outcome
+from .model.budget import Budget
 
 __all__ = ["BudgetLimits", "outcome"]
 
@@ -53,116 +44,3 @@ class BudgetLimits(AbstractCapability[Any]):
         return self.budget
 
 
-@dataclass(init=False)
-class _Enforcer(AbstractCapability[Any]):
-    """Added to every run by the adapter: maps a refused or cut model request to the wrap-up, admits tools."""
-
-    def __init__(self) -> None:
-        pass
-
-    async def before_model_request(self, ctx: Any, request_context: Any) -> Any:
-        """A run that has stopped, or has no room for one more call, is answered by the wrap-up (streams too)."""
-        node = current_run()
-        if node is None or node.allows() or node.stop_state is None or not _text_allowed(request_context):
-            return request_context
-        stop = node.stop(*node.stop_state)
-        raise SkipModelRequest(_wrap_up_response(_adapter.answer(node, stop), request_context))
-
-    async def wrap_model_request(self, ctx: Any, *, request_context: Any, handler: Any) -> ModelResponse:
-        node = current_run()
-        was_cut = node is not None and node.truncated_by_budget
-        try:
-            response: ModelResponse = await handler(request_context)
-        except BudgetExceeded as exc:
-            stopped = _adapter.refused_here(exc)
-            if stopped is None or not _text_allowed(request_context):
-                raise
-            return _wrap_up_response(_adapter.answer(stopped, exc), request_context)
-        if (node is not None and not was_cut and node.truncated_by_budget and node.stop_state is not None
-                and _text_allowed(request_context)):
-            stop = node.stop(*node.stop_state)  # cut at the output limit the budget set: not the answer
-            return _wrap_up_response(_adapter.answer(node, stop), request_context, usage=response.usage)
-        return response
-
-    def get_wrapper_model(self, model: Any) -> Any:
-        return _StreamStop(model)
-
-    async def wrap_tool_execute(self, ctx: Any, *, call: Any, tool_def: Any, args: Any, handler: Any) -> Any:
-        name = str(getattr(call, "tool_name", None) or getattr(tool_def, "name", "tool"))
-        try:
-            state = _adapter.tool_begin(ctx, name, args, getattr(call, "tool_call_id", None))
-        except BudgetExceeded as exc:
-            return f"Not run: {exc.message}"
-        try:
-            result = await handler(args)
-        except BaseException as exc:
-            _adapter.tool_end(state, None, exc)
-            raise
-        _adapter.tool_end(state, result)
-        return result
-
-
-def _text_allowed(request_context: Any) -> bool:
-    """Whether plain text can be the run's output (not a structured output the text would have to encode)."""
-    return _text_allowed_by(getattr(request_context, "model_request_parameters", None))
-
-
-def _text_allowed_by(params: Any) -> bool:
-    mode = getattr(params, "output_mode", "text")
-    return bool(getattr(params, "allow_text_output", True)) and mode in ("text", "tool")
-
-
-def _wrap_up_response(text: str, request_context: Any, usage: Any = None) -> ModelResponse:
-    model = getattr(request_context, "model", None)
-    extra: dict[str, Any] = {"usage": usage} if usage is not None else {}
-    return ModelResponse(parts=[TextPart(content=text)], model_name=getattr(model, "model_name", None),
-                         finish_reason="stop", **extra)
-
-
-class _StreamStop(WrapperModel):
-    """A streamed request the budget refuses as its stream opens is answered by a stream of the wrap-up."""
-
-    @asynccontextmanager
-    async def request_stream(self, messages: Any, model_settings: Any, model_request_parameters: Any,
-                             run_context: Any = None) -> AsyncIterator[StreamedResponse]:
-        async with AsyncExitStack() as stack:
-            stream: StreamedResponse
-            try:
-                stream = await stack.enter_async_context(
-                    self.wrapped.request_stream(messages, model_settings, model_request_parameters, run_context))
-            except BudgetExceeded as exc:
-                node = _adapter.refused_here(exc)
-                if node is None or not _text_allowed_by(model_request_parameters):
-                    raise
-                stream = _WrapUpStream(model_request_parameters, _adapter.answer(node, exc), self.model_name)
-            yield stream
-
-
-@dataclass
-class _WrapUpStream(StreamedResponse):
-    """The wrap-up as a one-part text stream (nothing was sent)."""
-
-    _text: str = ""
-    _model_name: str = ""
-    _timestamp: datetime = field(default_factory=lambda: datetime.now(timezone.utc), init=False)
-
-    async def _get_event_iterator(self) -> AsyncIterator[ModelResponseStreamEvent]:
-        self.finish_reason = "stop"
-        for event in self._parts_manager.handle_text_delta(vendor_part_id=0, content=self._text):
-            yield event
-
-    @property
-    def model_name(self) -> str:
-        return self._model_name
-
-    @property
-    def provider_name(self) -> str | None:
-        return None
-
-    @property
-    def provider_url(self) -> str | None:
-        return None
-
-    @property
-    def timestamp(self) -> datetime:
-        return self._timestamp

@@ -36,7 +36,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
 import otel_budget  # noqa: E402
-from otel_budget import semconv as sc  # noqa: E402
+from otel_budget.telemetry import semconv as sc  # noqa: E402
 from otel_budget.testing import RecordedRequest, ScriptedLLM, ToolCall, Turn  # noqa: E402
 from tests.ops.prometheus_server import MetricsEndpoint, PrometheusProcess  # noqa: E402
 

@@ -10,9 +10,9 @@ import pytest
 from _support import ask
 
 import otel_budget as ob
-from otel_budget.run import canonical_arguments
+from otel_budget.core.tools import begin_tool, end_tool
+from otel_budget.model.signatures import canonical_arguments
 from otel_budget.testing import Turn
-from otel_budget.tools import begin_tool, end_tool
 
 NAN, INF = float("nan"), float("inf")
 

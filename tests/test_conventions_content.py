@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 import otel_budget
-from otel_budget import config
+from otel_budget.core import config
 from otel_budget.testing import ToolCall, Turn
 
 SCHEMAS = Path(__file__).parent / "data" / "genai_schemas"

@@ -8,7 +8,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_budget
-from otel_budget import demo
+from otel_budget.demo import rows as demo
 
 
 @pytest.fixture(autouse=True)

@@ -125,7 +125,7 @@ def test_unreachable_otlp_exporter_is_harmless(llm, oai):
 
 
 def test_wrapper_bug_lets_the_original_call_through(otel, llm, oai, monkeypatch):
-    from otel_budget.instrumentation import openai as adapter
+    from otel_budget.instrumentation.providers import openai as adapter
 
     def broken(self, options, stream):
         raise RuntimeError("adapter bug")

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import otel_budget as ob
-from otel_budget import config
+from otel_budget.core import config
 from otel_budget.testing import RecordedRequest, ScriptedLLM, Turn
 
 MODEL = "gpt-4o"

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import semconv as sc
+from ..telemetry import semconv as sc
 from .records import RunRecord, TurnRecord, record_from_span
 from .spans import SpanRow
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import semconv as sc
+from ..telemetry import semconv as sc
 from .spans import BadRecord, SpanRow, attribute_value, spans_from_jaeger, spans_from_json, spans_from_otlp
 
 #: The dimensions analysed, with the span attribute (suffix of otel_budget.used.) they come from.

@@ -32,6 +32,10 @@ TRIGGERS: dict[str, str] = {
     "pydantic_ai": "pydantic_ai",
 }
 MODULES: tuple[str, ...] = tuple(TRIGGERS)
+#: Where each module lives under this package: provider SDKs under providers/, agent frameworks under frameworks/.
+_PLACES = {"openai": "providers", "anthropic": "providers", "litellm": "providers", "google_genai": "providers",
+           "openai_agents": "frameworks", "langchain": "frameworks", "claude_agent_sdk": "frameworks",
+           "pydantic_ai": "frameworks"}
 
 _lock = threading.RLock()
 _active: Patches | None = None
@@ -51,7 +55,7 @@ def _patch_one(name: str) -> None:
         if _active is None or name in _done:
             return
         try:
-            module = importlib.import_module(f"{__name__}.{name}")
+            module = importlib.import_module(".".join(filter(None, (__name__, _PLACES.get(name), name))))
             if module.instrument(_active):
                 _done.append(name)
         except Exception:  # noqa: BLE001 - one broken integration must not stop the others

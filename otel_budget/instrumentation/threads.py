@@ -15,7 +15,7 @@ import threading
 from concurrent.futures import thread as futures_thread
 from typing import Any
 
-from ..node import current_run
+from ..core.node import current_run
 from ._patch import Patches
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 import otel_budget
-from otel_budget.demo_agent import Portal, scripted_model, solve
+from otel_budget.demo.agent import Portal, scripted_model, solve
 from otel_budget.testing import RecordedRequest, ScriptedLLM, Turn
 
 NAME = "invoice-agent"

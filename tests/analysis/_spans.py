@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_budget import FileSpanExporter
-from otel_budget import semconv as sc
+from otel_budget.telemetry import semconv as sc
 
 
 def run_attributes(name: str, reason: str, steps: float, tool_calls: float, seconds: float, tokens: float,

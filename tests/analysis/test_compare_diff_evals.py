@@ -9,8 +9,8 @@ import pytest
 
 import otel_budget
 from otel_budget import cli
-from otel_budget import semconv as sc
 from otel_budget.analysis.sources import read_file
+from otel_budget.telemetry import semconv as sc
 
 from ._runs import HEALTHY_STEPS, NAME, record_runs
 

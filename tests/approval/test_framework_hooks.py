@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import otel_budget
 from otel_budget import Budget
-from otel_budget.approval import needs_approval, pause
+from otel_budget.core.resume import needs_approval, pause
 
 
 def test_framework_pause_and_resume_keep_the_quota_and_the_decision(otel):

@@ -15,8 +15,8 @@ import pytest
 
 import otel_budget
 from otel_budget import Budget, RedisLedger, Scope, StopReason
-from otel_budget import semconv as sc
-from otel_budget.ledger import Refusal, Reservation
+from otel_budget.core.ledger import Refusal, Reservation
+from otel_budget.telemetry import semconv as sc
 from otel_budget.testing import ScriptedLLM, Turn
 
 from .redis_server import RedisServer, free_port

@@ -11,7 +11,7 @@ import pytest
 
 import otel_budget
 from otel_budget import Budget, RedisLedger, Scope, StopReason
-from otel_budget import propagation as prop
+from otel_budget.fleet import propagation as prop
 from otel_budget.testing import ScriptedLLM, Turn
 
 from .redis_server import RedisServer

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from otel_budget import LedgerStore, RedisLedger
-from otel_budget.ledger import Refusal, Reservation
+from otel_budget.core.ledger import Refusal, Reservation
 
 from .redis_server import CLUSTER_BUS_OFFSET, RedisServer, free_port
 

@@ -10,7 +10,7 @@ import pytest
 
 import otel_budget
 from otel_budget import Budget, RedisLedger, Scope, StopReason
-from otel_budget.ledger import MemoryLedger, Refusal, Reservation
+from otel_budget.core.ledger import MemoryLedger, Refusal, Reservation
 from otel_budget.testing import ScriptedLLM, Turn
 
 

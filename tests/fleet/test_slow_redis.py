@@ -10,7 +10,7 @@ import redis
 
 import otel_budget
 from otel_budget import Budget, RedisLedger, Scope, StopReason
-from otel_budget.ledger import Refusal, Reservation
+from otel_budget.core.ledger import Refusal, Reservation
 from otel_budget.testing import ScriptedLLM, Turn
 
 from .redis_server import RedisServer

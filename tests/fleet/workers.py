@@ -12,7 +12,7 @@ CALL_USD = 0.01
 def hammer(url: str, prefix: str, scope: str, cap_usd: float, threads: int, calls: int, gate: Any, out: Any) -> None:
     """`threads` threads, each making `calls` calls: reserve $0.01 worst case, settle $0.01 actual."""
     from otel_budget import RedisLedger
-    from otel_budget.ledger import Refusal
+    from otel_budget.core.ledger import Refusal
 
     store = RedisLedger(url, prefix=prefix, socket_timeout=2.0)
     counts = {"admitted": 0, "refused": 0, "bad_refusals": 0}
@@ -45,7 +45,7 @@ def hammer(url: str, prefix: str, scope: str, cap_usd: float, threads: int, call
 def hold_reservations(url: str, prefix: str, scope: str, n: int, usd: float, cap: float, ttl: float, out: Any) -> None:
     """Reserve `n` times and never settle: the process is then killed while holding them."""
     from otel_budget import RedisLedger
-    from otel_budget.ledger import Reservation
+    from otel_budget.core.ledger import Reservation
 
     store = RedisLedger(url, prefix=prefix, reservation_ttl=ttl)
     held = [store.reserve(scope, {"usd": usd}, {"usd": cap}) for _ in range(n)]
@@ -61,7 +61,7 @@ def attached_worker(url: str, prefix: str, base_url: str, token: str, calls: int
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     import otel_budget
-    from otel_budget import propagation
+    from otel_budget.fleet import propagation
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider()

@@ -15,8 +15,8 @@ from openai import AsyncOpenAI  # noqa: E402
 
 import otel_budget  # noqa: E402
 from otel_budget import ApprovalPolicy, Budget, PausedRun  # noqa: E402
-from otel_budget.instrumentation import openai_agents  # noqa: E402
-from otel_budget.instrumentation.openai_agents import load_state, outcome  # noqa: E402
+from otel_budget.instrumentation.frameworks import openai_agents  # noqa: E402
+from otel_budget.instrumentation.frameworks.openai_agents import load_state, outcome  # noqa: E402
 from otel_budget.testing import ScriptedLLM, ToolCall, Turn  # noqa: E402
 
 MODEL = "agents-approval-model"

@@ -14,7 +14,7 @@ from agents.items import ToolCallOutputItem  # noqa: E402
 from agents.tool import DEFAULT_APPROVAL_REJECTION_MESSAGE  # noqa: E402
 from openai import AsyncOpenAI  # noqa: E402
 
-from otel_budget.instrumentation.openai_agents import outcome  # noqa: E402
+from otel_budget.instrumentation.frameworks.openai_agents import outcome  # noqa: E402
 from otel_budget.testing import ScriptedLLM, ToolCall, Turn  # noqa: E402
 
 sent: list[str] = []

@@ -50,7 +50,7 @@ agents = pytest.importorskip("agents")
 from agents import Agent, Runner, function_tool, set_default_openai_client, set_tracing_disabled  # noqa: E402
 from openai import AsyncOpenAI  # noqa: E402
 
-from otel_budget.instrumentation.openai_agents import outcome  # noqa: E402
+from otel_budget.instrumentation.frameworks.openai_agents import outcome  # noqa: E402
 
 
 @function_tool

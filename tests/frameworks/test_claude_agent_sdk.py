@@ -26,7 +26,7 @@ from claude_agent_sdk import (  # noqa: E402
 )
 
 import otel_budget  # noqa: E402
-from otel_budget.instrumentation.claude_agent_sdk import outcome  # noqa: E402
+from otel_budget.instrumentation.frameworks.claude_agent_sdk import outcome  # noqa: E402
 from otel_budget.testing import RecordedRequest, ScriptedLLM, ToolCall, Turn  # noqa: E402
 
 MODEL = "claude-sonnet-4-5"

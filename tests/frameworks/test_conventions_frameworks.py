@@ -95,7 +95,7 @@ def test_gemini_content_follows_the_message_schema(scripted_llm: ScriptedLLM, ot
 
     from google.genai import types
 
-    from otel_budget import config
+    from otel_budget.core import config
 
     schemas = Path(__file__).parent.parent / "data" / "genai_schemas"
 

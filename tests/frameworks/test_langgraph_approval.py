@@ -19,7 +19,7 @@ from langgraph.prebuilt import ToolNode  # noqa: E402
 from langgraph.types import Command, interrupt  # noqa: E402
 
 from otel_budget import Budget  # noqa: E402
-from otel_budget.instrumentation.langchain import paused_run  # noqa: E402
+from otel_budget.instrumentation.frameworks.langchain import paused_run  # noqa: E402
 from otel_budget.testing import ScriptedLLM, ToolCall, Turn  # noqa: E402
 
 MODEL = "graph-approval-model"

@@ -17,7 +17,7 @@ from langgraph.graph import START, MessagesState, StateGraph  # noqa: E402
 from langgraph.prebuilt import ToolNode, tools_condition  # noqa: E402
 
 import otel_budget  # noqa: E402
-from otel_budget.instrumentation.langchain import paused_run  # noqa: E402
+from otel_budget.instrumentation.frameworks.langchain import paused_run  # noqa: E402
 from otel_budget.testing import ScriptedLLM, ToolCall, Turn  # noqa: E402
 
 

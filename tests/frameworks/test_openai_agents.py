@@ -20,7 +20,7 @@ from agents import (  # noqa: E402
 from openai import AsyncOpenAI  # noqa: E402
 
 import otel_budget  # noqa: E402
-from otel_budget.instrumentation.openai_agents import outcome  # noqa: E402
+from otel_budget.instrumentation.frameworks.openai_agents import outcome  # noqa: E402
 from otel_budget.testing import ScriptedLLM, ToolCall, Turn  # noqa: E402
 
 MODEL = "agents-test-model"

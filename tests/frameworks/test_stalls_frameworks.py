@@ -114,7 +114,7 @@ async def test_openai_agents_sdk_stops_stalled_with_the_wrap_up_as_final_output(
     from agents import Agent, Runner, function_tool, set_default_openai_client, set_tracing_disabled
     from openai import AsyncOpenAI
 
-    from otel_budget.instrumentation.openai_agents import outcome
+    from otel_budget.instrumentation.frameworks.openai_agents import outcome
 
     ran: list[int] = []
 

@@ -1,0 +1,352 @@
+"""One model call's life: check and reserve before it is sent, span it, settle it exactly once.
+
+Instrumentation adapters fill a neutral `ModelCall` (what was asked, what came back) and drive a `Guard`;
+the run decides, `telemetry` records. A nested instrumented call (LiteLLM over the openai SDK, say) is
+passed through untouched, so no call is ever counted twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+from contextvars import ContextVar
+from typing import Any
+
+from ..model.budget import StopReason
+from ..model.call import ModelCall, TokenUsage
+from ..model.outcome import BudgetExceeded
+from . import config
+from .run import Admission, RunNode, current_run
+
+log = logging.getLogger(__name__)
+
+_IN_CALL: ContextVar[bool] = ContextVar("otel_budget_in_call", default=False)
+#: The guard of the call this context is sending (the SDK's retry loop asks it whether a retry still fits).
+_SENDING: ContextVar[Guard | None] = ContextVar("otel_budget_sending", default=None)
+#: Finish reasons (lowercased) of an answer cut at its output limit: chat, Responses, Anthropic, Gemini.
+TRUNCATED = frozenset({"length", "incomplete", "max_tokens", "max_output_tokens"})
+
+
+class RetryCut(Exception):
+    """Raised inside an SDK's retry loop when its next attempt would start after the run's deadline."""
+
+
+class Guard:
+    """Holds one admitted call until it is settled (finish, fail or abandon: whichever comes first, once)."""
+
+    __slots__ = (
+        "call", "node", "admission", "span", "started", "input_chars", "deadline", "reader", "_done", "_lock",
+        "__weakref__",
+    )
+
+    def __init__(self, call: ModelCall, node: RunNode | None, admission: Admission | None, span: Any,
+                 input_chars: Callable[[], int]) -> None:
+        self.call = call
+        self.node = node
+        self.admission = admission
+        self.span = span
+        self.started = time.perf_counter()
+        self.input_chars = input_chars
+        #: `time.monotonic()` by which the whole call must end (inf: no time limit).
+        self.deadline = math.inf
+        if node is not None and node.deadline != math.inf:
+            self.deadline = time.monotonic() + node.time_left()
+        #: A stream's reader (`apply()` writes what it saw into `call`), applied when the call is abandoned.
+        self.reader: Any = None
+        self._done = False
+        self._lock = threading.Lock()
+        if node is not None:
+            node.open_calls.add(self)
+
+    @property
+    def max_output_tokens(self) -> int | None:
+        """The output limit to put on the request, when the enforcer chose one (else None)."""
+        adm = self.admission
+        return adm.max_output_tokens if adm is not None and adm.set_max_tokens else None
+
+    @property
+    def needs_usage(self) -> bool:
+        """True when the run limits tokens or money (its admission estimated the input), so a stream must report
+        its usage; otherwise a stream's usage is read if the server sent it, else estimated."""
+        adm = self.admission
+        return adm is not None and adm.input_estimate > 0
+
+    @property
+    def timeout(self) -> float | None:
+        """The time the run has left, to bound the call in flight (None: no time limit)."""
+        if self.deadline == math.inf:
+            return None
+        return max(0.001, self.deadline - time.monotonic())
+
+    def retry_timeout(self, delay: float) -> float | None:
+        """The SDK waits `delay` seconds, then sends the call again: the timeout of that attempt (None: no time
+        limit). Raises `RetryCut` when the attempt would start after the deadline."""
+        if self.deadline == math.inf:
+            return None
+        left = self.deadline - time.monotonic() - delay
+        if left <= 0:
+            raise RetryCut(f"the SDK's retry in {delay:.3g} s would start after the run's deadline")
+        return left
+
+    def _claim(self) -> bool:
+        with self._lock:
+            if self._done:
+                return False
+            self._done = True
+        if self.node is not None:
+            self.node.open_calls.discard(self)
+        return True
+
+    def _time_stop(self, detail: str) -> BudgetExceeded:
+        assert self.node is not None  # a deadline comes from a run
+        return self.node.stop(StopReason.TIME, "max_seconds", detail)
+
+    def _out_of_time(self, error: BaseException) -> bool:
+        return isinstance(error, RetryCut) or time.monotonic() >= self.deadline
+
+    def finish(self) -> None:
+        """The call completed; `call.usage` holds what the API reported (or None)."""
+        if self._claim():
+            self._settle()
+
+    def fail(self, error: BaseException) -> BaseException:
+        """The call raised. Returns the exception to raise: a time stop when the run's time ran out (an SDK
+        timeout at the deadline, or a retry cut because it would start after it)."""
+        if not self._claim():
+            return error
+        out_of_time = not isinstance(error, BudgetExceeded) and self._out_of_time(error)
+        cause = error.__context__ if isinstance(error, RetryCut) and error.__context__ is not None else error
+        self.call.error = cause
+        self._settle()
+        if out_of_time:
+            detail = "the run's time ran out while a call was in flight."
+            if isinstance(error, RetryCut):
+                detail = f"the call failed and {error} (max_seconds)."
+            exc = self._time_stop(detail)
+            exc.__cause__ = cause
+            return exc
+        return error
+
+    def expire(self) -> BudgetExceeded:
+        """The deadline passed while the answer was still streaming: settle with what was seen (once) and
+        return the time stop to raise. The caller closes the stream."""
+        if self._claim():
+            self.call.error = TimeoutError("the run's time (max_seconds) ran out while the answer was streaming")
+            self._settle()
+        return self._time_stop("the run's time ran out while an answer was streaming; the stream was closed.")
+
+    def send(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Send the admitted call. Instrumented calls nested inside pass through; a failure settles the call
+        and may come back as a time stop (the run's time ran out while the call was in flight)."""
+        token = _IN_CALL.set(True)
+        sending = _SENDING.set(self)
+        try:
+            return fn(*args, **kwargs)
+        except BaseException as exc:
+            replaced = self.fail(exc)
+            if replaced is exc:
+                raise
+            raise replaced from exc
+        finally:
+            _SENDING.reset(sending)
+            _IN_CALL.reset(token)
+
+    async def asend(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """`send` for a coroutine function."""
+        token = _IN_CALL.set(True)
+        sending = _SENDING.set(self)
+        try:
+            return await fn(*args, **kwargs)
+        except BaseException as exc:
+            replaced = self.fail(exc)
+            if replaced is exc:
+                raise
+            raise replaced from exc
+        finally:
+            _SENDING.reset(sending)
+            _IN_CALL.reset(token)
+
+    def abandon(self) -> None:
+        """The caller dropped a stream before its end (or its run ended first): settle with what was seen."""
+        if self._claim():
+            reader = self.reader
+            if reader is not None:
+                try:
+                    reader.apply()
+                except Exception:  # noqa: BLE001
+                    log.debug("otel-budget: stream reader failed", exc_info=True)
+            self._settle()
+
+    def _known_chars(self) -> int:
+        """The request size if it was measured for the admission (never measured just for this)."""
+        memo = getattr(self.input_chars, "memo", None)
+        return memo[0] if memo else 0
+
+    def _estimated(self, usage: TokenUsage | None) -> TokenUsage | None:
+        """Usage with what was not reported estimated: input from the admission, output from the text seen."""
+        est_in = self.admission.input_estimate if self.admission is not None else 0
+        if not est_in:
+            est_in = self.input_chars() // 4
+        est_out = (self.call.output_chars + 3) // 4
+        if usage is None:
+            return TokenUsage(est_in, est_out) if est_in or est_out else None
+        if "input_tokens" in usage.missing:
+            usage.input_tokens = max(est_in, usage.cache_read + usage.cache_write)
+        if "output_tokens" in usage.missing:
+            usage.output_tokens = max(est_out, usage.reasoning)
+        usage.missing.clear()
+        return usage
+
+    def _settle(self) -> None:
+        call, node = self.call, self.node
+        settings = config.get()
+        try:
+            usage = call.usage
+            if usage is not None:  # no input at all, or no output for an answer with text, is not believed
+                if usage.input_tokens == 0:
+                    usage.missing.add("input_tokens")
+                if usage.output_tokens == 0 and call.output_chars:
+                    usage.missing.add("output_tokens")
+            reported_input = usage is not None and "input_tokens" not in usage.missing
+            if usage is not None and usage.problems:
+                log.warning("otel-budget: the usage reported for a call to %s makes no sense (%s); counted as 0 "
+                            "when negative, else estimated", call.model, ", ".join(usage.problems))
+            if usage is not None and usage.missing:
+                usage = call.usage = self._estimated(usage)
+            elif usage is None and (call.error is None or call.output_chars or call.stream):
+                # No usage reported (abandoned stream, raw response): the best estimate, never zero.
+                usage = self._estimated(None)
+                call.usage = usage
+            cost = call.reported_cost
+            if cost is not None and (isinstance(cost, bool) or not isinstance(cost, (int, float))
+                                     or not math.isfinite(cost) or cost < 0):
+                log.warning("otel-budget: a call to %s reported a cost of %r; priced from its usage instead",
+                            call.model, call.reported_cost)
+                call.reported_cost = None
+            if call.reported_cost is not None:
+                call.cost_usd, call.cost_source = call.reported_cost, "reported"
+            elif usage is not None:
+                pricing = settings.prices.lookup(call.provider, call.model)
+                if pricing is None and call.response_model and call.response_model != call.model:
+                    pricing = settings.prices.lookup(call.provider, call.response_model)
+                if pricing is not None:
+                    call.cost_usd = pricing.cost(usage.input_tokens, usage.output_tokens, usage.cache_read,
+                                                 usage.cache_write)
+                    call.cost_input_usd = pricing.cost(usage.input_tokens, 0, usage.cache_read, usage.cache_write)
+                    call.cost_source = "priced"
+            elif call.error is not None:
+                call.cost_usd, call.cost_source = 0.0, "priced"
+            if node is not None and self.admission is not None:
+                call.turn = self.admission.turn
+                u = usage or TokenUsage(0, 0)
+                node.settle(
+                    self.admission,
+                    input_tokens=u.input_tokens,
+                    output_tokens=u.output_tokens,
+                    cache_read=u.cache_read,
+                    cache_write=u.cache_write,
+                    reasoning=u.reasoning,
+                    cost=call.cost_usd,
+                    input_chars=chars if (chars := self._known_chars()) and call.error is None and reported_input
+                    else None,
+                )
+                if self.admission.set_max_tokens and _truncated(call.finish_reasons):
+                    node.note_truncation(self.admission)
+                if call.tool_calls:
+                    node.record_tool_requests(list(call.tool_calls))
+        except Exception:  # noqa: BLE001 - our bug must not break the agent
+            log.warning("otel-budget: settling a call failed", exc_info=True)
+        if self.span is not None:
+            if settings.capture_content and call.output_text is not None and call.error is None:
+                _capture_output(call)
+            settings.telemetry.end_call(
+                call, self.span, time.perf_counter() - self.started, node.root.name if node is not None else None
+            )
+
+
+def _truncated(finish_reasons: list[str]) -> bool:
+    return any(str(r).lower().rsplit(".", 1)[-1] in TRUNCATED for r in finish_reasons)
+
+
+def begin(call: ModelCall, input_chars: Callable[[], int], summarize: Callable[[str, int], Any] | None = None,
+          capture_input: Callable[[], Any] | None = None) -> Guard | None:
+    """Admit a call: raises BudgetExceeded (or UnknownPriceError) when it does not fit; None for nested calls.
+
+    `input_chars` is called only when a token or money limit needs an input estimate.
+    """
+    if _IN_CALL.get():
+        return None
+    node = current_run()
+    admission = None
+    chars: Callable[[], int] = input_chars
+    if node is not None:
+        memo: list[int] = []
+
+        def counted() -> int:
+            if not memo:
+                memo.append(input_chars())
+            return memo[0]
+
+        counted.memo = memo  # type: ignore[attr-defined]
+        source = call.results or call.prompt
+        if source is not None:  # the tool results this request carries: a stall stops it before it is sent
+            node.read_results(*source)
+        admission = node.admit(call.provider, call.model, call.max_output_tokens, counted, call.choices, call.prompt)
+        if admission.set_max_tokens:
+            call.max_output_tokens = admission.max_output_tokens
+        chars = counted
+        if summarize is not None:
+            node.summarize = summarize
+    settings = config.get()
+    span = None
+    if node is not None and node.conversation_id is not None and call.conversation_id is None:
+        call.conversation_id = node.conversation_id
+    try:
+        span = settings.telemetry.start_call(call)
+        if admission is not None and admission.shared:
+            from ..telemetry import semconv as sc
+
+            span.set_attribute(sc.LEDGER_ENFORCED, all(r.enforced for r in admission.shared))
+        if settings.capture_content and capture_input is not None:
+            call.capture = _input_capture(capture_input())
+            call.output_text = []
+    except Exception:  # noqa: BLE001
+        log.debug("otel-budget: could not start a call span", exc_info=True)
+    return Guard(call, node, admission, span, chars)
+
+
+def _input_capture(captured: Any) -> dict[str, Any]:
+    """Content attributes of a request: (system instructions, messages) from an adapter, or legacy text."""
+    from ..telemetry import messages
+    from ..telemetry import semconv as sc
+
+    if isinstance(captured, tuple):
+        return messages.input_attributes(*captured)
+    return {sc.GEN_AI_INPUT_MESSAGES: captured, sc.OI_INPUT_VALUE: captured}
+
+
+def _capture_output(call: ModelCall) -> None:
+    """Add the answer (text and tool calls, in the conventions' message schema) to the call's content."""
+    from ..telemetry import messages
+
+    try:
+        answer = messages.output_messages(call.output_text, call.tool_calls, call.finish_reasons)
+        call.capture = {**(call.capture or {}), **messages.output_attributes(answer)}
+    except Exception:  # noqa: BLE001
+        log.debug("otel-budget: could not record the answer's content", exc_info=True)
+
+
+def in_call() -> ContextVar[bool]:
+    """The context flag set while an instrumented call is being sent (adapters set and reset it)."""
+    return _IN_CALL
+
+
+def sending() -> Guard | None:
+    """The guard of the call this context is sending right now, or None."""
+    return _SENDING.get()
+
+
+__all__ = ["BudgetExceeded", "Guard", "ModelCall", "RetryCut", "TokenUsage", "begin", "in_call", "sending"]

@@ -1,0 +1,45 @@
+"""The settings that `instrument()` installs, read by runs and instrumentation."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from ..model.budget import Budget
+from ..telemetry import semconv as sc
+from ..telemetry.recorder import Telemetry
+from .ledger import LedgerStore
+from .pricing import PriceBook
+
+
+def _capture_from_env() -> bool:
+    value = os.environ.get(sc.ENV_CAPTURE_CONTENT, "").strip().upper()
+    return value in {"TRUE", "1", "SPAN_ONLY", "SPAN_AND_EVENT", "EVENT_ONLY"}
+
+
+@dataclass
+class Settings:
+    """What `instrument()` was given; a default instance serves code that never called it."""
+
+    telemetry: Telemetry = field(default_factory=Telemetry)
+    prices: PriceBook = field(default_factory=PriceBook)
+    default_budget: Budget | None = None
+    capture_content: bool = field(default_factory=_capture_from_env)
+    ledger: LedgerStore | None = None
+    instrumented: bool = False
+
+
+_settings: Settings | None = None
+
+
+def get() -> Settings:
+    """The current settings (created on first use, so telemetry binds to the providers set by then)."""
+    global _settings
+    if _settings is None:
+        _settings = Settings()
+    return _settings
+
+
+def install(settings: Settings) -> None:
+    global _settings
+    _settings = settings

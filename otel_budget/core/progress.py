@@ -1,0 +1,158 @@
+"""Whether a run still makes progress: tool results that stop changing (stalls) and actions that go round in
+a cycle. The run (`node.RunNode`) owns one `ProgressWatch` and turns what it finds into a stop.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from ..model.signatures import canonical_arguments, result_signature, signature
+
+#: The cycle lengths watched for (a cycle of one action is a plain repeat, checked by the run).
+CYCLE_LENGTHS = (2, 3)
+#: Actions kept per history: enough for the longest cycle at a generous limit, and never more.
+_HISTORY = 3 * 64
+#: Call ids remembered as counted (a result seen through `@tool` and again in the next request counts once).
+_SEEN = 4096
+
+
+def newest_results(body: Any, key: str) -> list[tuple[str | None, str | None, Any]]:
+    """The tool results a request carries after its last assistant turn, as (tool name, call id, result).
+
+    Reads OpenAI chat `tool` messages, Anthropic `tool_result` blocks and Responses `function_call_output`
+    items; anything else gives nothing. Only the trailing results are read, so the cost does not grow with
+    the history.
+    """
+    items = body.get(key) if isinstance(body, dict) else None
+    if not isinstance(items, list) or not items:
+        return []
+    out: list[tuple[str | None, str | None, Any]] = []
+    for item in reversed(items):
+        if not isinstance(item, dict):
+            break
+        role, kind = item.get("role"), item.get("type")
+        parts = item.get("parts")
+        if isinstance(parts, list) and role != "model":  # Gemini: one user turn of functionResponse parts
+            if not out:
+                for part in reversed(parts):
+                    response = part.get("functionResponse") or part.get("function_response") \
+                        if isinstance(part, dict) else None
+                    if isinstance(response, dict):
+                        value = response.get("response")
+                        if isinstance(value, dict) and len(value) == 1 and "result" in value:
+                            value = value["result"]  # the SDK wraps a function's return value so
+                        out.append((response.get("name"), response.get("id"), value))
+            break
+        if role == "tool":  # OpenAI chat
+            out.append((item.get("name"), item.get("tool_call_id"), _text(item.get("content"))))
+        elif kind == "function_call_output":  # Responses
+            out.append((None, item.get("call_id"), _text(item.get("output"))))
+        elif role == "user" and isinstance(item.get("content"), list) and not out:  # Anthropic: one user turn
+            for block in reversed(item["content"]):
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    out.append((None, block.get("tool_use_id"), _text(block.get("content"))))
+            break
+        else:
+            break
+    out.reverse()
+    return out
+
+
+def _text(content: Any) -> Any:
+    """A result as text when it is text parts (`[{"type": "text", "text": ...}]`), else as it is."""
+    if isinstance(content, list) and content and all(isinstance(p, dict) and "text" in p for p in content):
+        return "".join(str(p.get("text", "")) for p in content)
+    return content
+
+
+def result_key(result: Any) -> str:
+    """The signature of a result; JSON text and the value it encodes sign the same."""
+    if isinstance(result, str):
+        return signature(canonical_arguments(result))
+    return result_signature(result)
+
+
+class ProgressWatch:
+    """What the run's tools returned and did, to tell a stall (same result) or a cycle (same actions)."""
+
+    __slots__ = ("names", "pending", "seen", "unclaimed", "streaks", "distinct", "requests", "executions")
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}  # call id -> tool name, from the model's tool requests
+        self.pending: dict[str, deque[str]] = {}  # tool -> call ids of its requests not yet answered
+        self.seen: dict[str, None] = {}  # call ids whose result was counted (the newest _SEEN)
+        # tool -> signatures of results counted where the tool ran: a request that carries one next without a
+        # call id (google-genai's function responses) is the same result, not a new one.
+        self.unclaimed: dict[str, deque[str]] = {}
+        self.streaks: dict[str, tuple[str, int]] = {}  # tool -> (last result signature, times in a row)
+        self.distinct: dict[str, set[str]] = {}  # tool -> the result signatures it gave (for the wrap-up)
+        self.requests: deque[tuple[str, str]] = deque(maxlen=_HISTORY)  # (tool, action key) the model asked for
+        self.executions: deque[tuple[str, str]] = deque(maxlen=_HISTORY)  # (tool, action key) run by @tool
+
+    def requested(self, name: str, call_id: str | None) -> None:
+        if call_id:
+            self.names[call_id] = name
+            self.pending.setdefault(name, deque(maxlen=_SEEN)).append(call_id)
+
+    def result(self, name: str | None, call_id: str | None, result: Any, executed: bool = False,
+               ) -> tuple[str, int] | None:
+        """Count one result (`executed`: where the tool ran, else as a request carries it); (tool, times in a
+        row unchanged), or None when it is not counted (seen already, or of no known tool)."""
+        if call_id:
+            if call_id in self.seen:
+                return None
+            self.seen[call_id] = None
+            if len(self.seen) > _SEEN:
+                del self.seen[next(iter(self.seen))]
+            name = name or self.names.get(call_id)
+        if not name:
+            return None
+        try:
+            sig = result_key(result)
+        except Exception:  # noqa: BLE001 - a result we cannot read is no evidence either way
+            return None
+        pending = self.unclaimed.setdefault(name, deque(maxlen=64))
+        if executed:
+            pending.append(sig)
+        elif not call_id and sig in pending:
+            pending.remove(sig)
+            return None
+        last = self.streaks.get(name)
+        streak = last[1] + 1 if last is not None and last[0] == sig else 1
+        self.streaks[name] = (sig, streak)
+        kinds = self.distinct.setdefault(name, set())
+        if len(kinds) < 1000:
+            kinds.add(sig)
+        return name, streak
+
+    def answered(self, name: str) -> str | None:
+        """The call id of the model's request that an `@tool` execution of `name` answers (the oldest open one)."""
+        queue = self.pending.get(name)
+        while queue:
+            call_id = queue.popleft()
+            if call_id not in self.seen:
+                return call_id
+        return None
+
+
+def find_cycle(history: deque[tuple[str, str]] | list[tuple[str, str]], limit: int | dict[str, int],
+               ) -> tuple[list[str], int] | None:
+    """The cycle of 2 or 3 distinct-in-turn actions the history ends with, repeated `limit` times in a row
+    (the tools of the cycle, and the limit that applied), or None. `limit` may be per tool (polls)."""
+    n = len(history)
+    for length in CYCLE_LENGTHS:
+        tail = list(history)[-length:] if n >= length else []
+        if not tail or len({key for _, key in tail}) < 2:
+            continue
+        cap = limit if isinstance(limit, int) else max(limit.get(t, limit[""]) for t, _ in tail)
+        need = length * cap
+        if n < need:
+            continue
+        window = list(history)[-need:]
+        if all(window[i][1] == window[i % length][1] for i in range(need)):
+            return [t for t, _ in window[:length]], cap
+    return None
+
+
+__all__ = ["CYCLE_LENGTHS", "ProgressWatch", "find_cycle", "newest_results", "result_key"]

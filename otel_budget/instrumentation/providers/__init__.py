@@ -1,0 +1,1 @@
+"""Provider SDK adapters: openai, anthropic, google-genai, litellm."""

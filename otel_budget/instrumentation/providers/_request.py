@@ -1,0 +1,264 @@
+"""The one wrapper shape shared by Stainless-generated SDKs (openai, anthropic): patch `Client.request`.
+
+Patching the client's request choke point covers every public path at once (create, parse, the `.stream()`
+helpers, `stream=True`, sync and async) with two patch points per SDK. The adapter only translates.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+from ...core import calls, config
+from ...core.node import RoomPending, may_await_room
+from ...telemetry.peers import mark_refused
+from .._patch import Patches
+from .._peers import is_wrapper, quiet
+from . import _params
+from ._raw import RawResponse, is_raw
+from ._stream import Accumulator, AsyncStream, RawStreamResponse, SyncStream
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class Adapter(Protocol):
+    """Translates one SDK's requests and responses; decides nothing."""
+
+    def describe(self, options: Any, stream: bool) -> calls.ModelCall | None:
+        """The call an SDK request makes, or None when it is not a model call we meter."""
+
+    def prepare(self, options: Any, call: calls.ModelCall, guard: calls.Guard | None) -> None:
+        """Apply what the enforcer asked for (output limit, timeout, usage in streams) to the request."""
+
+    def read(self, result: Any, call: calls.ModelCall) -> None:
+        """Fill usage, response model, tool calls from a non-streamed result."""
+
+    def accumulator(self, call: calls.ModelCall, options: Any) -> Accumulator:
+        """A reader for this call's stream."""
+
+    def summarizer(self, client: Any, call: calls.ModelCall) -> Any:
+        """A function (prompt, max_tokens) -> text (or awaitable) that asks the same model, without tools."""
+
+
+def body_chars(options: Any) -> int:
+    """The size of the request body, the basis of the input-token estimate."""
+    data = options.json_data
+    if not data:
+        return 0
+    try:
+        return len(json.dumps(data, default=str))
+    except Exception:  # noqa: BLE001
+        return len(repr(data))
+
+
+class RequestSize:
+    """The request size for the input estimate, measured at most once: the Content-Length of the request the SDK
+    built when the call has been sent (no copy of the body), else the JSON body's length."""
+
+    __slots__ = ("options", "known")
+
+    def __init__(self, options: Any) -> None:
+        self.options = options
+        self.known: int | None = None
+
+    def __call__(self) -> int:
+        if self.known is None:
+            self.known = body_chars(self.options)
+        return self.known
+
+    def sent(self, result: Any) -> None:
+        """Take the size from the request behind an SDK result (stream or raw response), when not measured yet."""
+        if self.known is not None:
+            return
+        response = getattr(result, "http_response", None) or getattr(result, "response", None)
+        if response is None:
+            return
+        try:
+            length = response.request.headers.get("content-length")
+            if length is not None:
+                self.known = int(length)
+        except Exception:  # noqa: BLE001 - measured from the body instead, if ever needed
+            pass
+
+
+def _split(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, bool]:
+    options = args[1] if len(args) > 1 else kwargs.get("options")
+    stream = kwargs.get("stream", args[2] if len(args) > 2 else False)
+    return options, bool(stream)
+
+
+def _capture(adapter: Adapter, options: Any) -> Any:
+    """The request's content: (system instructions, messages) when the adapter reads them, else its JSON."""
+    content = getattr(adapter, "content", None)
+    if content is not None and isinstance(options.json_data, dict):
+        return content(options)
+    try:
+        return json.dumps(options.json_data, default=str)
+    except Exception:  # noqa: BLE001
+        return repr(options.json_data)
+
+
+def _start(adapter: Adapter, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]):  # type: ignore[no-untyped-def]
+    """Describe and admit the call; returns (guard, call, options, stream) or None to pass through."""
+    try:
+        options, stream = _split(args, kwargs)
+        call = adapter.describe(options, stream) if options is not None else None
+    except Exception:  # noqa: BLE001 - our bug: the original call goes through unchanged
+        log.warning("otel-budget: could not read a request; sending it unmetered", exc_info=True)
+        return None
+    if call is None:
+        return None
+    call.server = _params.server(getattr(instance, "base_url", None))
+    size = RequestSize(options)
+    try:
+        guard = calls.begin(
+            call,
+            size,
+            summarize=_safe(adapter, instance, call),
+            capture_input=lambda: _capture(adapter, options),
+        )  # BudgetExceeded / UnknownPriceError propagate: a budget decision
+    except calls.BudgetExceeded as exc:
+        mark_refused(call.operation, call.model, exc.reason.value, exc.limit)
+        raise
+    try:
+        adapter.prepare(options, call, guard)
+    except Exception:  # noqa: BLE001
+        log.warning("otel-budget: could not adjust a request", exc_info=True)
+    return guard, call, options, stream, size
+
+
+def _safe(adapter: Adapter, instance: Any, call: calls.ModelCall) -> Any:
+    try:
+        return adapter.summarizer(instance, call)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _after(adapter: Adapter, guard: calls.Guard, call: calls.ModelCall, options: Any, result: Any,
+           stream: bool, is_async: bool, size: RequestSize) -> Any:
+    size.sent(result)
+    if _is_stream(result):
+        return (AsyncStream if is_async else SyncStream)(result, guard, adapter.accumulator(call, options))
+    if is_raw(result):  # never parsed for the caller: read from what the caller parses
+        if stream:  # the body is the stream
+            return RawStreamResponse(result, guard, adapter.accumulator(call, options), is_async)
+        return RawResponse(result, guard, lambda parsed: adapter.read(parsed, call))
+    try:
+        adapter.read(result, call)
+    except Exception:  # noqa: BLE001
+        log.debug("otel-budget: could not read a response", exc_info=True)
+    guard.finish()
+    return result
+
+
+def _is_stream(result: Any) -> bool:
+    name = type(result).__name__
+    return name in ("Stream", "AsyncStream")
+
+
+def sync_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
+    def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if calls.in_call().get() or not config.get().instrumented:  # nested, or a wrapper left behind
+            return wrapped(*args, **kwargs)
+        started = _start(adapter, instance, args, kwargs)
+        if started is None:
+            return wrapped(*args, **kwargs)
+        guard, call, options, stream, size = started
+        if guard is None:
+            return wrapped(*args, **kwargs)
+        if is_wrapper(wrapped):  # another instrumentor's wrapper inside ours: our span is the call's span
+            with quiet():
+                result = guard.send(wrapped, *args, **kwargs)
+        else:
+            result = guard.send(wrapped, *args, **kwargs)
+        return _after(adapter, guard, call, options, result, stream, False, size)
+
+    return wrapper
+
+
+def async_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
+    async def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if calls.in_call().get() or not config.get().instrumented:
+            return await wrapped(*args, **kwargs)
+        started = await admit_async(lambda: _start(adapter, instance, args, kwargs))
+        if started is None:
+            return await wrapped(*args, **kwargs)
+        guard, call, options, stream, size = started
+        if guard is None:
+            return await wrapped(*args, **kwargs)
+        if is_wrapper(wrapped):
+            with quiet():
+                result = await guard.asend(wrapped, *args, **kwargs)
+        else:
+            result = await guard.asend(wrapped, *args, **kwargs)
+        return _after(adapter, guard, call, options, result, stream, True, size)
+
+    return wrapper
+
+
+async def admit_async(start: Callable[[], T]) -> T:
+    """Run `start` (which admits a call) in an asyncio task: when the call does not fit only because of what
+    calls in flight hold, await one of them settling and admit again, instead of refusing (see RunNode.admit)."""
+    flag = may_await_room()
+    while True:
+        token = flag.set(True)
+        try:
+            return start()
+        except RoomPending as pending:
+            settled = await pending.wait()
+        finally:
+            flag.reset(token)
+        if not settled:
+            return start()  # nothing settled in time: admit once more without waiting (a refusal, likely)
+
+
+def lower_timeout(options: Any, seconds: float | None) -> None:
+    """Lower the request's timeout (the SDK's per-attempt timeout) to `seconds`, the time the run has left."""
+    if seconds is None:
+        return
+    current = options.timeout
+    if not isinstance(current, (int, float)) or isinstance(current, bool) or current > seconds:
+        options.timeout = seconds
+
+
+def retry_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Wraps the SDK's `_calculate_retry_timeout(remaining_retries, options, headers)`, asked before each retry
+    sleep with the options the next attempt copies: that attempt gets the time left after the sleep as its
+    timeout, and a retry that would start after the run's deadline is not made (the guard raises the time stop).
+    """
+    delay = wrapped(*args, **kwargs)
+    guard = calls.sending()
+    if guard is None:
+        return delay
+    timeout = guard.retry_timeout(float(delay))  # RetryCut: a budget decision, it propagates
+    try:
+        options = args[1] if len(args) > 1 else kwargs.get("options")
+        if options is not None:
+            lower_timeout(options, timeout)
+    except Exception:  # noqa: BLE001
+        log.debug("otel-budget: could not lower a retry's timeout", exc_info=True)
+    return delay
+
+
+def wrap_retries(patches: Patches, base_client: type) -> None:
+    """Bound the SDK's own retries by the run's deadline (see `retry_wrapper`)."""
+    patches.wrap(base_client, "_calculate_retry_timeout", retry_wrapper)
+
+
+def wrap_request(patches: Patches, base: type, wrapper: Any) -> None:
+    """Wrap `base.request` and every subclass's own `request`.
+
+    Another instrumentor (OpenInference) may already have put a wrapper on a subclass such as `OpenAI`, which
+    calls the original base method directly; wrapping it too keeps the budget enforced whatever the order.
+    A call passing two of our wrappers is counted once (the inner one passes nested calls through).
+    """
+    patches.wrap(base, "request", wrapper)
+    pending: list[type] = list(base.__subclasses__())
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        if "request" in cls.__dict__:
+            patches.wrap(cls, "request", wrapper)

@@ -1,0 +1,303 @@
+"""Stream proxies that settle a call exactly once: exhausted, failed, closed, exited or garbage-collected.
+
+A stream also ends at the run's deadline: the first event read after it closes the stream, settles the call with
+what was seen and raises the time stop. An async stream does not wait past the deadline for its next event
+either; a sync read waits at most its read timeout (the time the run had left when the call was sent).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import math
+import time
+import weakref
+from typing import Any, Protocol
+
+import wrapt
+
+try:
+    import anyio
+except ImportError:  # pragma: no cover - the async SDKs we wrap all depend on anyio
+    anyio = None  # type: ignore[assignment]
+
+from ...core.calls import Guard
+from ...model.outcome import BudgetExceeded
+
+log = logging.getLogger(__name__)
+
+
+class Accumulator(Protocol):
+    """Reads a provider's stream items into the call record."""
+
+    def feed(self, item: Any) -> bool:
+        """Take one item; return False to hide it from the caller."""
+
+    def apply(self) -> None:
+        """Write what was seen into the guard's ModelCall."""
+
+
+def _finish(guard: Guard, acc: Accumulator, error: BaseException | None = None) -> BaseException | None:
+    try:
+        acc.apply()
+    except Exception:  # noqa: BLE001
+        log.debug("otel-budget: stream accumulator failed", exc_info=True)
+    if error is not None:
+        return guard.fail(error)
+    guard.finish()
+    return None
+
+
+def _abandon(guard: Guard, acc: Accumulator) -> None:
+    guard.abandon()  # applies the guard's reader (acc) first
+
+
+def _expired(guard: Guard, acc: Accumulator) -> BudgetExceeded:
+    try:
+        acc.apply()
+    except Exception:  # noqa: BLE001
+        log.debug("otel-budget: stream accumulator failed", exc_info=True)
+    return guard.expire()
+
+
+def _settle_on_close(stream: Any, final: weakref.finalize, reading: list[bool]) -> None:
+    """The SDK's `.stream()` helpers close the stream's HTTP response directly: that very response's close (or
+    aclose) settles the call too. The response stays the SDK's own object (its type is unchanged); only its
+    instance gets a close that also runs `final` (once: a finalizer runs at most once). A close while the proxy
+    is reading an item (the SDK closing on an error) is left to the proxy, which settles with the error."""
+    try:
+        response = stream.response
+        close = response.close
+
+        def close_and_settle(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return close(*args, **kwargs)
+            finally:
+                if not reading[0]:
+                    final()
+
+        response.close = close_and_settle
+        aclose = getattr(response, "aclose", None)
+        if aclose is not None:
+
+            async def aclose_and_settle(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    return await aclose(*args, **kwargs)
+                finally:
+                    if not reading[0]:
+                        final()
+
+            response.aclose = aclose_and_settle
+    except Exception:  # noqa: BLE001 - a response we cannot watch is settled by the stream's other paths
+        log.debug("otel-budget: could not watch a stream's response", exc_info=True)
+
+
+def _feed(acc: Accumulator, item: Any) -> bool:
+    try:
+        return acc.feed(item)
+    except Exception:  # noqa: BLE001 - a parsing bug of ours never breaks the caller's stream
+        log.debug("otel-budget: could not read a stream item", exc_info=True)
+        return True
+
+
+class SyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
+    """Proxy of a sync SDK stream."""
+
+    def __init__(self, wrapped: Any, guard: Guard, acc: Accumulator) -> None:
+        super().__init__(wrapped)
+        self._self_guard = guard
+        self._self_acc = acc
+        self._self_final = weakref.finalize(self, _abandon, guard, acc)
+        guard.reader = acc
+        self._self_reading = [False]
+        _settle_on_close(wrapped, self._self_final, self._self_reading)
+
+    def __iter__(self) -> SyncStream:
+        return self
+
+    def __next__(self) -> Any:
+        nxt = self.__wrapped__.__next__
+        deadline = self._self_guard.deadline
+        reading = self._self_reading
+        while True:
+            reading[0] = True  # the SDK may close the response while it reads: this path settles then
+            try:
+                item = nxt()
+            except StopIteration:
+                self._self_final.detach()
+                _finish(self._self_guard, self._self_acc)
+                raise
+            except BaseException as exc:
+                self._self_final.detach()
+                replaced = _finish(self._self_guard, self._self_acc, exc)
+                if replaced is None or replaced is exc:
+                    raise
+                raise replaced from exc
+            finally:
+                reading[0] = False
+            visible = _feed(self._self_acc, item)
+            if time.monotonic() >= deadline:
+                raise self._self_expire()
+            if visible:
+                return item
+
+    def _self_expire(self) -> BudgetExceeded:
+        self._self_final.detach()
+        stop = _expired(self._self_guard, self._self_acc)
+        try:
+            self.__wrapped__.close()
+        except Exception:  # noqa: BLE001
+            log.debug("otel-budget: closing an expired stream failed", exc_info=True)
+        return stop
+
+    def close(self) -> None:
+        try:
+            self.__wrapped__.close()
+        finally:
+            if self._self_final.detach() is not None:
+                _abandon(self._self_guard, self._self_acc)
+
+    def __enter__(self) -> SyncStream:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class AsyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
+    """Proxy of an async SDK stream."""
+
+    def __init__(self, wrapped: Any, guard: Guard, acc: Accumulator) -> None:
+        super().__init__(wrapped)
+        self._self_guard = guard
+        self._self_acc = acc
+        self._self_final = weakref.finalize(self, _abandon, guard, acc)
+        guard.reader = acc
+        self._self_reading = [False]
+        _settle_on_close(wrapped, self._self_final, self._self_reading)
+
+    def __aiter__(self) -> AsyncStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        nxt = self.__wrapped__.__anext__
+        deadline = self._self_guard.deadline
+        reading = self._self_reading
+        while True:
+            silent = False
+            reading[0] = True  # the SDK may close the response while it reads: this path settles then
+            try:
+                if deadline == math.inf or anyio is None:
+                    item = await nxt()
+                else:
+                    with anyio.move_on_after(max(0.0, deadline - time.monotonic())) as scope:
+                        item = await nxt()
+                    silent = scope.cancelled_caught  # no event came before the deadline
+            except StopAsyncIteration:
+                self._self_final.detach()
+                _finish(self._self_guard, self._self_acc)
+                raise
+            except BaseException as exc:
+                self._self_final.detach()
+                replaced = _finish(self._self_guard, self._self_acc, exc)
+                if replaced is None or replaced is exc:
+                    raise
+                raise replaced from exc
+            finally:
+                reading[0] = False
+            if silent:
+                raise await self._self_expire()
+            visible = _feed(self._self_acc, item)
+            if time.monotonic() >= deadline:
+                raise await self._self_expire()
+            if visible:
+                return item
+
+    async def _self_expire(self) -> BudgetExceeded:
+        self._self_final.detach()
+        stop = _expired(self._self_guard, self._self_acc)
+        try:
+            await self.__wrapped__.close()
+        except Exception:  # noqa: BLE001
+            log.debug("otel-budget: closing an expired stream failed", exc_info=True)
+        return stop
+
+    async def close(self) -> None:
+        try:
+            await self.__wrapped__.close()
+        finally:
+            if self._self_final.detach() is not None:
+                _abandon(self._self_guard, self._self_acc)
+
+    async def __aenter__(self) -> AsyncStream:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+
+class RawStreamResponse(wrapt.ObjectProxy):  # type: ignore[misc]
+    """Proxy of a raw response (`with_raw_response` / `with_streaming_response`) whose body is a stream:
+    `parse()` hands back our stream proxy, so the call is settled from the events the caller reads.
+    """
+
+    def __init__(self, wrapped: Any, guard: Guard, acc: Accumulator, is_async: bool) -> None:
+        super().__init__(wrapped)
+        self._self_guard = guard
+        self._self_acc = acc
+        self._self_async = is_async
+        self._self_parsed: Any = None
+        self._self_final = weakref.finalize(self, _abandon, guard, acc)
+        guard.reader = acc
+
+    def _self_wrap(self, parsed: Any) -> Any:
+        if self._self_parsed is None:
+            if type(parsed).__name__ not in ("Stream", "AsyncStream"):
+                return parsed
+            self._self_final.detach()
+            cls = AsyncStream if self._self_async else SyncStream
+            self._self_parsed = cls(parsed, self._self_guard, self._self_acc)
+        return self._self_parsed
+
+    def parse(self, *args: Any, **kwargs: Any) -> Any:
+        result = self.__wrapped__.parse(*args, **kwargs)
+        if inspect.isawaitable(result):  # `with_raw_response` of an async client parses synchronously
+            return self._self_wrap_async(result)
+        return self._self_wrap(result)
+
+    async def _self_wrap_async(self, awaitable: Any) -> Any:
+        return self._self_wrap(await awaitable)
+
+    def __enter__(self) -> RawStreamResponse:
+        self.__wrapped__.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self.__wrapped__.__exit__(*exc)
+
+    async def __aenter__(self) -> RawStreamResponse:
+        await self.__wrapped__.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self.__wrapped__.__aexit__(*exc)
+
+    def close(self) -> Any:
+        """What `with_streaming_response` calls when its block ends (a coroutine for async clients)."""
+        if self._self_async:
+            return self._self_aclose()
+        try:
+            return self.__wrapped__.close()
+        finally:
+            self._self_closed()
+
+    async def _self_aclose(self) -> None:
+        try:
+            await self.__wrapped__.close()
+        finally:
+            self._self_closed()
+
+    def _self_closed(self) -> None:
+        """Leaving the block closed the response: a stream not read to its end is settled with what was seen."""
+        parsed = self._self_parsed
+        (parsed._self_final if parsed is not None else self._self_final)()

@@ -1,0 +1,244 @@
+"""LiteLLM: `completion` and `acompletion` (streams included), whichever way they were imported.
+
+LiteLLM's public `completion`/`acompletion` look up a `PublicDispatch` object at call time and call its
+`run`/`arun` (both the Python and the native Rust paths start there). Patching `PublicDispatch.run`/`arun`
+for the chat-completions route therefore also covers `from litellm import completion` done before
+`instrument()`. The LiteLLM layer is the outer one: while it holds a call, the openai SDK patch underneath
+passes through, so a call is counted once.
+
+LiteLLM fetches its price table from the network at import; set `LITELLM_LOCAL_MODEL_COST_MAP=True` to run
+offline (otel-budget prices calls from its own table anyway).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import wrapt
+
+from ...core import calls, config
+from ...core.calls import Guard
+from ...model.call import ModelCall, TokenUsage
+from ...telemetry import semconv as sc
+from .._patch import Patches
+from . import _params
+from ._request import admit_async
+from ._stream import AsyncStream, SyncStream
+from .openai import ChatStream, _get, chat_content, chat_usage, read_chat
+
+log = logging.getLogger(__name__)
+
+#: LiteLLM provider names -> `gen_ai.provider.name` values where the conventions name them differently.
+_PROVIDERS = {
+    "openai": sc.PROVIDER_OPENAI,
+    "text-completion-openai": sc.PROVIDER_OPENAI,
+    "anthropic": sc.PROVIDER_ANTHROPIC,
+    "gemini": sc.PROVIDER_GEMINI,
+    "vertex_ai": sc.PROVIDER_VERTEX_AI,
+}
+_CHAT_ROUTE = "chat_completions"
+#: Connection settings a wrap-up call reuses.
+_CONNECTION = ("api_base", "base_url", "api_key", "api_version", "custom_llm_provider", "extra_headers")
+
+
+def _split_model(model: str, kwargs: Mapping[str, Any]) -> tuple[str, str]:
+    """(provider, model) as LiteLLM resolves them: `openai/gpt-4o` -> ("openai", "gpt-4o")."""
+    try:
+        import litellm
+
+        name, provider, _, _ = litellm.get_llm_provider(
+            model=model, custom_llm_provider=kwargs.get("custom_llm_provider"), api_base=kwargs.get("api_base")
+        )
+    except Exception:  # noqa: BLE001 - unknown to LiteLLM: keep what the caller wrote
+        provider, _, name = model.rpartition("/")
+    return _PROVIDERS.get(provider, provider or "litellm"), name or model
+
+
+def usage_of(usage: Any) -> TokenUsage | None:
+    """LiteLLM's OpenAI-shaped usage; `prompt_tokens` includes cached tokens for every provider."""
+    base = chat_usage(usage)
+    if base is None:
+        return None
+    details = _get(usage, "prompt_tokens_details")
+    write = _get(details, "cache_creation_tokens", 0) or _get(usage, "cache_creation_input_tokens", 0) or 0
+    return TokenUsage(_get(usage, "prompt_tokens"), _get(usage, "completion_tokens"), base.cache_read, write,
+                      base.reasoning)
+
+
+def read(result: Any, call: ModelCall) -> None:
+    """A LiteLLM `ModelResponse` into the call record."""
+    read_chat(result, call, usage_of)
+
+
+def _request(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[str, Any]:
+    model = kwargs.get("model", args[0] if args else "")
+    messages = kwargs.get("messages", args[1] if len(args) > 1 else None)
+    return str(model or ""), messages
+
+
+def _chars(messages: Any, kwargs: Mapping[str, Any]) -> int:
+    try:
+        return len(json.dumps(messages, default=str)) + len(json.dumps(kwargs.get("tools") or [], default=str))
+    except Exception:  # noqa: BLE001
+        return len(repr(messages))
+
+
+def _describe(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> ModelCall:
+    model, _ = _request(args, kwargs)
+    provider, name = _split_model(model, kwargs)
+    limit = kwargs.get("max_completion_tokens") or kwargs.get("max_tokens")
+    call = ModelCall(provider, sc.OP_CHAT, name, limit if isinstance(limit, int) else None,
+                     bool(kwargs.get("stream")), choices=kwargs.get("n") or 1)
+    call.params = _params.read(kwargs, _params.OPENAI_KEYS, choices=kwargs.get("n"),
+                               output_format=kwargs.get("response_format"))
+    call.server = _params.server(kwargs.get("api_base") or kwargs.get("base_url"))
+    return call
+
+
+def _prepare(kwargs: Mapping[str, Any], call: ModelCall, guard: Guard) -> dict[str, Any]:
+    """The call's keyword arguments with what the enforcer asked for: output limit, timeout, stream usage."""
+    out = dict(kwargs)
+    if guard.max_output_tokens is not None:
+        key = "max_completion_tokens" if out.get("max_completion_tokens") is not None else "max_tokens"
+        out[key] = guard.max_output_tokens
+    if guard.timeout is not None:
+        current = out.get("timeout")
+        if not isinstance(current, (int, float)) or current > guard.timeout:
+            out["timeout"] = guard.timeout
+    if call.stream and guard.needs_usage:
+        options = out.get("stream_options") or {}
+        if not options.get("include_usage"):
+            out["stream_options"] = {**options, "include_usage": True}
+            call.injected_usage = True
+    return out
+
+
+def _summarizer(model: str, kwargs: Mapping[str, Any], is_async: bool) -> Any:
+    connection = {k: kwargs[k] for k in _CONNECTION if kwargs.get(k) is not None}
+
+    def summarize(prompt: str, max_tokens: int) -> Any:
+        import litellm
+
+        request = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens}
+        if is_async:
+            return _await_text(litellm.acompletion(**request, **connection))
+        reply = litellm.completion(**request, **connection)
+        return reply.choices[0].message.content
+
+    return summarize
+
+
+async def _await_text(made: Any) -> str:
+    reply = await made
+    return str(reply.choices[0].message.content or "")
+
+
+def _start(args: tuple[Any, ...], kwargs: Mapping[str, Any], is_async: bool) -> tuple[Guard, dict[str, Any]] | None:
+    """Admit the call (BudgetExceeded propagates); None to send it unmetered."""
+    try:
+        call = _describe(args, kwargs)
+        model, messages = _request(args, kwargs)
+        call.results = ({"messages": messages}, "messages")
+    except Exception:  # noqa: BLE001 - our bug: the original call goes through unchanged
+        log.warning("otel-budget: could not read a LiteLLM request; sending it unmetered", exc_info=True)
+        return None
+    guard = calls.begin(
+        call,
+        lambda: _chars(messages, kwargs),
+        summarize=_summarizer(model, kwargs, is_async),
+        capture_input=lambda: chat_content(messages),
+    )
+    if guard is None:
+        return None
+    try:
+        return guard, _prepare(kwargs, call, guard)
+    except Exception:  # noqa: BLE001
+        log.warning("otel-budget: could not adjust a LiteLLM request", exc_info=True)
+        return guard, dict(kwargs)
+
+
+def _after(guard: Guard, result: Any, is_async: bool) -> Any:
+    call = guard.call
+    if call.stream or type(result).__name__ == "CustomStreamWrapper":
+        return (AsyncStream if is_async else SyncStream)(result, guard, ChatStream(call, call.injected_usage))
+    try:
+        read(result, call)
+    except Exception:  # noqa: BLE001
+        log.debug("otel-budget: could not read a LiteLLM response", exc_info=True)
+    guard.finish()
+    return result
+
+
+def _is_chat(instance: Any) -> bool:
+    return getattr(instance.route, "value", None) == _CHAT_ROUTE
+
+
+def _sync_run(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    flag = calls.in_call()
+    if flag.get() or not _is_chat(instance) or len(args) < 2:
+        return wrapped(*args, **kwargs)
+    call_args, call_kwargs = args[0], args[1]
+    started = _start(call_args, call_kwargs, False)
+    if started is None:
+        return wrapped(*args, **kwargs)
+    guard, prepared = started
+    result = guard.send(wrapped, call_args, prepared, *args[2:], **kwargs)
+    return _after(guard, result, False)
+
+
+async def _async_run(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    flag = calls.in_call()
+    if flag.get() or not _is_chat(instance) or len(args) < 2:
+        return await wrapped(*args, **kwargs)
+    call_args, call_kwargs = args[0], args[1]
+    started = await admit_async(lambda: _start(call_args, call_kwargs, True))
+    if started is None:
+        return await wrapped(*args, **kwargs)
+    guard, prepared = started
+    result = await guard.asend(wrapped, call_args, prepared, *args[2:], **kwargs)
+    return _after(guard, result, True)
+
+
+_DISPATCH_MODULE = "litellm.rust_bridge.dispatch"
+_state: dict[str, Any] = {"patches": None, "hooked": False}
+
+
+def _patch(patches: Patches) -> None:
+    module = sys.modules[_DISPATCH_MODULE]
+    patches.wrap(module.PublicDispatch, "run", _sync_run)
+    patches.wrap(module.PublicDispatch, "arun", _async_run)
+
+
+def _on_import(module: Any) -> None:
+    patches = _state["patches"]
+    if patches is not None and config.get().instrumented:
+        try:
+            _patch(patches)
+        except Exception:  # noqa: BLE001
+            log.warning("otel-budget: could not instrument LiteLLM", exc_info=True)
+
+
+def instrument(patches: Patches) -> bool:
+    """Patch LiteLLM now if it is imported, else as soon as it is (importing it is slow); False if absent."""
+    if _DISPATCH_MODULE in sys.modules:
+        _patch(patches)
+        return True
+    if "litellm" in sys.modules and importlib.util.find_spec(_DISPATCH_MODULE) is None:
+        log.info("otel-budget: this LiteLLM has no %s (LiteLLM before its Rust dispatch); not patched",
+                 _DISPATCH_MODULE)
+        return False
+    try:
+        if importlib.util.find_spec("litellm") is None:
+            return False
+    except (ImportError, ValueError):
+        return False
+    _state["patches"] = patches
+    if not _state["hooked"]:
+        _state["hooked"] = True
+        wrapt.register_post_import_hook(_on_import, _DISPATCH_MODULE)
+    return True

@@ -1,0 +1,340 @@
+"""openai SDK: chat completions (create, parse, `.stream()`, `stream=True`) and the Responses API, sync and async.
+
+Patched at `SyncAPIClient.request` / `AsyncAPIClient.request` of the openai SDK; see `_request.py`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from ...core.calls import Guard
+from ...model.call import ModelCall, TokenUsage
+from ...telemetry import messages as msg
+from ...telemetry import semconv as sc
+from .._patch import Patches
+from . import _params, _request
+
+_CHAT = "/chat/completions"
+_RESPONSES = "/responses"
+
+
+def _get(obj: Any, name: str, default: Any = None) -> Any:
+    if obj is None:
+        return default
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def chat_usage(usage: Any) -> TokenUsage | None:
+    """OpenAI chat usage: prompt_tokens already includes cached tokens."""
+    if usage is None:
+        return None
+    details = _get(usage, "prompt_tokens_details")
+    out_details = _get(usage, "completion_tokens_details")
+    return TokenUsage(
+        _get(usage, "prompt_tokens"),
+        _get(usage, "completion_tokens"),
+        cache_read=_get(details, "cached_tokens", 0) or 0,
+        reasoning=_get(out_details, "reasoning_tokens", 0) or 0,
+    )
+
+
+def responses_usage(usage: Any) -> TokenUsage | None:
+    if usage is None:
+        return None
+    details = _get(usage, "input_tokens_details")
+    out_details = _get(usage, "output_tokens_details")
+    return TokenUsage(
+        _get(usage, "input_tokens"),
+        _get(usage, "output_tokens"),
+        cache_read=_get(details, "cached_tokens", 0) or 0,
+        reasoning=_get(out_details, "reasoning_tokens", 0) or 0,
+    )
+
+
+def read_response(resp: Any, call: ModelCall) -> None:
+    """A Responses API `Response` into the call record."""
+    call.usage = responses_usage(_get(resp, "usage"))
+    call.response_model = _get(resp, "model")
+    call.response_id = _get(resp, "id")
+    status = _get(resp, "status")
+    if status:
+        call.finish_reasons = [status]
+    chars = 0
+    for item in _get(resp, "output", None) or ():
+        if _get(item, "type") == "function_call":
+            arguments = _get(item, "arguments", "")
+            chars += _length(arguments)
+            call.tool_calls.append((_get(item, "name", ""), arguments, _get(item, "call_id")))
+        elif _get(item, "type") == "message":
+            for part in _get(item, "content", None) or ():
+                text = _get(part, "text", "") or ""
+                chars += _length(text)
+                if call.output_text is not None:
+                    call.output_text.append(text)
+    call.output_chars = max(call.output_chars, chars)  # a stream's final response repeats what its deltas said
+
+
+def read_chat(result: Any, call: ModelCall, usage: Callable[[Any], TokenUsage | None] = chat_usage) -> None:
+    """A chat completion (OpenAI-shaped, as LiteLLM returns too) into the call record."""
+    call.usage = usage(_get(result, "usage"))
+    call.response_model = _get(result, "model")
+    call.response_id = _get(result, "id")
+    for choice in _get(result, "choices", None) or ():
+        reason = _get(choice, "finish_reason")
+        if reason:
+            call.finish_reasons.append(reason)
+        message = _get(choice, "message")
+        content = _get(message, "content")
+        call.output_chars += _length(content)  # the basis of the estimate when no usage is reported
+        if call.output_text is not None and content:
+            call.output_text.append(content)
+        for tc in _get(message, "tool_calls", None) or ():
+            fn = _get(tc, "function")
+            arguments = _get(fn, "arguments", "")
+            call.output_chars += _length(arguments)
+            call.tool_calls.append((_get(fn, "name", "") or "", arguments, _get(tc, "id")))
+
+
+def _length(text: Any) -> int:
+    """Characters of a text, or of the JSON of anything else (tool arguments as objects)."""
+    if not text:
+        return 0
+    if isinstance(text, str):
+        return len(text)
+    try:
+        return len(json.dumps(text, default=str))
+    except Exception:  # noqa: BLE001
+        return 0
+
+
+def chat_content(messages: Any) -> tuple[None, list[msg.Message]]:
+    """Chat completion messages in the conventions' schema (a system message stays in the history)."""
+    out: list[msg.Message] = []
+    for m in messages or ():
+        if not isinstance(m, dict):
+            continue
+        role = str(m.get("role", "user"))
+        if role == "tool":
+            out.append({"role": "tool", "parts": [msg.tool_response(m.get("tool_call_id"), m.get("content"))]})
+            continue
+        parts = msg.content_parts(m.get("content"))
+        for tc in m.get("tool_calls") or ():
+            fn = _get(tc, "function") or {}
+            parts.append(msg.tool_call(_get(tc, "id"), _get(fn, "name"), _get(fn, "arguments")))
+        out.append({"role": "system" if role == "developer" else role, "parts": parts})
+    return None, out
+
+
+def responses_content(body: dict[str, Any]) -> tuple[list[dict[str, Any]] | None, list[msg.Message]]:
+    """A Responses request: `instructions` are system instructions; `input` items become messages."""
+    instructions = body.get("instructions")
+    system = msg.content_parts(instructions) if instructions else None
+    items = body.get("input")
+    if isinstance(items, str):
+        return system, [{"role": "user", "parts": [msg.text(items)]}]
+    out: list[msg.Message] = []
+    for item in items or ():
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "function_call":
+            out.append({"role": "assistant", "parts": [
+                msg.tool_call(item.get("call_id"), item.get("name"), item.get("arguments"))]})
+        elif kind == "function_call_output":
+            out.append({"role": "tool", "parts": [msg.tool_response(item.get("call_id"), item.get("output"))]})
+        elif "role" in item:
+            role = str(item["role"])
+            out.append({"role": "system" if role == "developer" else role,
+                        "parts": msg.content_parts(item.get("content"))})
+        else:
+            out.append({"role": "user", "parts": [{"type": str(kind or "unknown")}]})
+    return system, out
+
+
+class ChatStream:
+    """Reads chat completion chunks. When we asked for usage (`hide_usage`), the caller sees the stream as the
+    server sends it without `include_usage`: the usage-only chunk is hidden and the other chunks carry no
+    `usage` field (the server adds `"usage": null` to each of them only because we asked)."""
+
+    __slots__ = ("call", "hide_usage", "tools", "usage")
+
+    def __init__(self, call: ModelCall, hide_usage: bool) -> None:
+        self.call = call
+        self.hide_usage = hide_usage
+        self.tools: dict[int, list[Any]] = {}
+        self.usage: Any = None
+
+    def feed(self, chunk: Any) -> bool:
+        call = self.call
+        if call.response_id is None:
+            call.response_id = _get(chunk, "id")
+            call.response_model = _get(chunk, "model")
+        usage = _get(chunk, "usage")
+        choices = _get(chunk, "choices")
+        if usage is not None:
+            self.usage = usage
+            if self.hide_usage and not choices:
+                return False
+        if self.hide_usage:
+            _unset_usage(chunk)
+        for choice in choices or ():
+            delta = _get(choice, "delta")
+            content = _get(delta, "content")
+            if content:
+                call.output_chars += len(content)
+                if call.output_text is not None:
+                    call.output_text.append(content)
+            for tc in _get(delta, "tool_calls", None) or ():
+                slot = self.tools.setdefault(_get(tc, "index", 0) or 0, [None, "", None])
+                fn = _get(tc, "function")
+                if _get(tc, "id"):
+                    slot[2] = _get(tc, "id")
+                if _get(fn, "name"):
+                    slot[0] = _get(fn, "name")
+                args = _get(fn, "arguments")
+                if args:
+                    slot[1] += args
+                    call.output_chars += len(args)
+            reason = _get(choice, "finish_reason")
+            if reason:
+                call.finish_reasons.append(reason)
+        return True
+
+    def apply(self) -> None:
+        self.call.usage = chat_usage(self.usage)
+        self.call.tool_calls = [(n or "", a, i) for n, a, i in (self.tools[k] for k in sorted(self.tools))]
+
+
+def _unset_usage(chunk: Any) -> None:
+    """Take the `usage` field that only our `include_usage` put on a chunk off it again (SDK models and dicts)."""
+    if isinstance(chunk, dict):
+        chunk.pop("usage", None)
+        return
+    fields = getattr(chunk, "__pydantic_fields_set__", None)
+    if isinstance(fields, set) and "usage" in fields:
+        if getattr(chunk, "usage", None) is not None:
+            chunk.__dict__["usage"] = None
+        fields.discard("usage")
+
+
+class ResponsesStream:
+    """Reads Responses API stream events; the final event carries the whole response."""
+
+    __slots__ = ("call", "final")
+
+    def __init__(self, call: ModelCall) -> None:
+        self.call = call
+        self.final: Any = None
+
+    def feed(self, event: Any) -> bool:
+        kind = _get(event, "type", "")
+        if kind in ("response.completed", "response.incomplete", "response.failed"):
+            self.final = _get(event, "response")
+        elif kind.endswith(".delta"):
+            delta = _get(event, "delta")
+            if isinstance(delta, str):
+                self.call.output_chars += len(delta)
+        return True
+
+    def apply(self) -> None:
+        if self.final is not None:
+            text = self.call.output_text
+            self.call.output_text = None if text is None else []
+            read_response(self.final, self.call)
+
+
+class OpenAIAdapter:
+    provider = sc.PROVIDER_OPENAI
+
+    def describe(self, options: Any, stream: bool) -> ModelCall | None:
+        url = options.url
+        if options.method.lower() != "post" or url not in (_CHAT, _RESPONSES):
+            return None
+        body = options.json_data if isinstance(options.json_data, dict) else {}
+        if url == _CHAT:
+            limit = body.get("max_completion_tokens") or body.get("max_tokens")
+        else:
+            limit = body.get("max_output_tokens")
+        call = ModelCall(self.provider, sc.OP_CHAT, str(body.get("model", "")), limit, stream or bool(body.get("stream")),
+                         choices=body.get("n") if url == _CHAT else 1)
+        text = body.get("text")
+        fmt = body.get("response_format") if url == _CHAT else text.get("format") if isinstance(text, dict) else None
+        call.params = _params.read(body, _params.OPENAI_KEYS, choices=body.get("n"), output_format=fmt)
+        if url == _CHAT:
+            call.prompt = (body, "messages")
+        elif not body.get("previous_response_id") and not body.get("conversation"):  # no server-side history
+            call.prompt = (body, "input")
+        else:
+            call.results = (body, "input")
+        return call
+
+    def content(self, options: Any) -> tuple[Any, list[msg.Message]]:
+        """The request's content in the conventions' message schema (only read when content is captured)."""
+        body = options.json_data
+        if options.url == _CHAT:
+            return chat_content(body.get("messages"))
+        return responses_content(body)
+
+    def prepare(self, options: Any, call: ModelCall, guard: Guard | None) -> None:
+        body = options.json_data
+        if not isinstance(body, dict):
+            return
+        changed: dict[str, Any] = {}
+        chat = options.url == _CHAT
+        if guard is not None and guard.max_output_tokens is not None:
+            changed["max_completion_tokens" if chat else "max_output_tokens"] = guard.max_output_tokens
+        if chat and call.stream and guard is not None and guard.needs_usage:
+            so = body.get("stream_options") or {}
+            if not so.get("include_usage"):
+                changed["stream_options"] = {**so, "include_usage": True}
+                call.injected_usage = True
+        if changed:
+            options.json_data = {**body, **changed}
+        if guard is not None:
+            _request.lower_timeout(options, guard.timeout)
+
+    def read(self, result: Any, call: ModelCall) -> None:
+        if _get(result, "object") == "response":
+            read_response(result, call)
+        else:
+            read_chat(result, call)
+
+    def accumulator(self, call: ModelCall, options: Any) -> Any:
+        if options.url == _CHAT:
+            return ChatStream(call, call.injected_usage)
+        return ResponsesStream(call)
+
+    def summarizer(self, client: Any, call: ModelCall) -> Any:
+        model = call.model
+
+        def summarize(prompt: str, max_tokens: int) -> Any:
+            made = client.chat.completions.create(
+                model=model, messages=[{"role": "user", "content": prompt}], max_completion_tokens=max_tokens
+            )
+            if hasattr(made, "__await__"):
+                return _await_text(made)
+            return made.choices[0].message.content
+
+        return summarize
+
+
+async def _await_text(made: Any) -> str:
+    result = await made
+    return str(result.choices[0].message.content or "")
+
+
+def instrument(patches: Patches) -> bool:
+    """Patch the installed openai SDK; False when it is not installed."""
+    try:
+        from openai import _base_client
+    except ImportError:
+        return False
+    adapter = OpenAIAdapter()
+    _request.wrap_request(patches, _base_client.SyncAPIClient, _request.sync_wrapper(adapter))
+    _request.wrap_request(patches, _base_client.AsyncAPIClient, _request.async_wrapper(adapter))
+    _request.wrap_retries(patches, _base_client.BaseClient)
+    return True

@@ -1,0 +1,99 @@
+"""One model call as neutral data: what adapters extract from a provider's request and response."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+class TokenUsage:
+    """Usage normalized to the conventions: input includes cached tokens, output includes reasoning.
+
+    Counts a server sends are not trusted blindly: a negative count is read as 0, and a missing (None),
+    NaN, infinite or non-numeric input or output count as not reported (`missing`), so the call is settled
+    to the best estimate instead. `problems` says what was wrong, for one warning per call.
+    """
+
+    __slots__ = ("input_tokens", "output_tokens", "cache_read", "cache_write", "reasoning", "missing", "problems")
+
+    def __init__(
+        self, input_tokens: Any, output_tokens: Any, cache_read: Any = 0, cache_write: Any = 0, reasoning: Any = 0
+    ) -> None:
+        self.missing: set[str] = set()
+        self.problems: list[str] = []
+        self.input_tokens = self._count("input_tokens", input_tokens, required=True)
+        self.output_tokens = self._count("output_tokens", output_tokens, required=True)
+        self.cache_read = self._count("cache_read", cache_read)
+        self.cache_write = self._count("cache_write", cache_write)
+        self.reasoning = self._count("reasoning", reasoning)
+
+    def _count(self, name: str, value: Any, required: bool = False) -> int:
+        if value is None:
+            if required:
+                self.missing.add(name)
+            return 0
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            self.problems.append(f"{name}={value!r}")
+            if required:
+                self.missing.add(name)
+            return 0
+        if value < 0:
+            self.problems.append(f"{name}={value!r}")
+            return 0
+        return int(value)
+
+    def set_output(self, value: Any) -> None:
+        """Replace the output count (a stream's final count), read as the constructor reads it."""
+        self.missing.discard("output_tokens")
+        self.output_tokens = self._count("output_tokens", value, required=True)
+
+    def __repr__(self) -> str:
+        return f"TokenUsage(in={self.input_tokens}, out={self.output_tokens}, cr={self.cache_read}, cw={self.cache_write})"
+
+
+class ModelCall:
+    """What one model call asked for and what came back, in provider-neutral terms."""
+
+    __slots__ = (
+        "provider", "operation", "model", "max_output_tokens", "stream", "usage", "response_model", "response_id",
+        "finish_reasons", "tool_calls", "error", "cost_usd", "cost_input_usd", "cost_source", "turn", "capture",
+        "reported_cost", "output_chars", "output_text", "injected_usage", "choices", "prompt", "results",
+        "params", "server", "conversation_id",
+    )
+
+    def __init__(self, provider: str, operation: str, model: str, max_output_tokens: int | None, stream: bool,
+                 choices: Any = 1) -> None:
+        self.provider = provider
+        self.operation = operation
+        self.model = model or "unknown"
+        self.max_output_tokens = max_output_tokens if _is_count(max_output_tokens) else None
+        self.stream = stream
+        # How many answers the request asks for (OpenAI `n`, Gemini `candidateCount`): each may write up to the
+        # output limit.
+        self.choices = choices if _is_count(choices) and choices >= 1 else 1
+        # The request body and the key of its message list, for a tighter input bound (see RunNode.admit).
+        self.prompt: tuple[dict[str, Any], str] | None = None
+        # Where the request's tool results are (body, key), when not in `prompt`: read for stalls before admission.
+        self.results: tuple[Any, str] | None = None
+        self.usage: TokenUsage | None = None
+        self.response_model: str | None = None
+        self.response_id: str | None = None
+        self.finish_reasons: list[str] = []
+        self.tool_calls: list[tuple[str, Any, str | None]] = []
+        self.error: BaseException | None = None
+        self.cost_usd: float | None = None
+        self.cost_input_usd: float | None = None
+        self.cost_source = "unpriced"
+        self.turn = 0
+        self.capture: dict[str, Any] | None = None
+        self.reported_cost: float | None = None
+        self.output_chars = 0
+        self.output_text: list[str] | None = None
+        self.injected_usage = False  # we asked a stream for usage the caller did not ask for (a metered run)
+        self.params: dict[str, Any] | None = None  # request parameters: semconv attribute -> value
+        self.server: tuple[str, int | None] | None = None  # (server.address, server.port)
+        self.conversation_id: str | None = None
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

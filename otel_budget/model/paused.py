@@ -1,0 +1,117 @@
+"""A paused run as data: the pending call, the tools already run, the quota used; a JSON round trip."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import to_jsonable_python
+
+from .budget import Budget, Usage
+from .policy import TARGET_KEYS, ApprovalPolicy, _as_dict, _short
+from .signatures import canonical_arguments
+
+
+class PendingCall(BaseModel):
+    """What a paused run waits on: a tool call that needs approval (`kind` "tool"), or a limit the run reached
+    under `Budget(on_limit="pause")` (`kind` "limit", with the limit and the numbers)."""
+
+    kind: Literal["tool", "limit"] = "tool"
+    tool: str = ""
+    arguments: Any = None
+    """As the model or the code gave them (a dict, or the raw JSON text)."""
+    call_id: str | None = None
+    """The model's tool call id, when the model asked for it; answer the call with this id after a resume."""
+    operation: str = ""
+    target: str | None = None
+    """What the call acts on (a recipient, a remote, a path), when its arguments name it."""
+    limit: str | None = None
+    """For kind "limit": the Budget field reached, e.g. `max_usd`."""
+    used: float | None = None
+    """For kind "limit": what the run had used of it (seconds for `max_seconds`)."""
+    cap: float | None = None
+    """For kind "limit": the limit's value when the run paused."""
+
+    def describe(self) -> str:
+        if self.kind == "limit":
+            return f"more than {self.limit}={self.cap:g}" if self.cap is not None else f"more than {self.limit}"
+        return f"{self.tool}({_short(self.arguments)})"
+
+
+class ToolRecord(BaseModel):
+    """A tool call that ran before the pause, with its result when that is plain JSON."""
+
+    tool: str
+    arguments: Any = None
+    result: Any = None
+    replayable: bool = True
+    """False when the result could not be kept as JSON; such a call is then not answered from the record."""
+
+
+class PausedRun(BaseModel):
+    """A run paused for approval: the pending call, the work done, the quota used. JSON round trip:
+    `paused.model_dump_json()` / `PausedRun.model_validate_json(text)`."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    version: int = 1
+    run_name: str
+    pending: PendingCall | None = None
+    usage: Usage = Field(default_factory=Usage)
+    """The quota consumed before the pause; `seconds` is run time, the wait for a person is not in it."""
+    budget: dict[str, Any] = Field(default_factory=dict)
+    """The run's limits (Budget fields), to resume with when no budget is given."""
+    policy: ApprovalPolicy | None = None
+    completed: list[ToolRecord] = Field(default_factory=list)
+    """Tool calls that ran before the pause (through `@tool`); a resume answers them from here, once each."""
+    state: Any = None
+    """What the code saved with `run.checkpoint(...)`, as JSON (e.g. the messages so far)."""
+    tools_requested: dict[str, int] = Field(default_factory=dict)
+    tools_executed: dict[str, int] = Field(default_factory=dict)
+    pending_tools: dict[str, int] = Field(default_factory=dict)
+    """Tool calls the model asked for that have not run yet (already counted as tool calls)."""
+    denied: list[str] = Field(default_factory=list)
+    """Operations a person denied earlier in this run."""
+    trace_id: str | None = None
+    span_id: str | None = None
+    """The paused run span: the resumed run span is its child, in the same trace."""
+    paused_at: float = 0.0
+    """Unix time of the pause."""
+    detail: str = ""
+
+    def make_budget(self) -> Budget:
+        """The budget the run had (the policy's predicate, not serializable, is not in it)."""
+        return Budget(**self.budget, approve=self.policy)
+
+    def rejection_message(self) -> str:
+        """The text to give the model as the result of the rejected call."""
+        what = self.pending.describe() if self.pending is not None else "the call"
+        text = f"A person denied {what}. Do not try it again, by this or any other tool."
+        if self.policy is not None and self.policy.alternative:
+            text += f" Instead: {self.policy.alternative}"
+        return text
+
+
+def _key(tool: str, arguments: Any) -> str:
+    return f"{tool}\x00{canonical_arguments(arguments)}"
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None:
+        return None
+    try:
+        return to_jsonable_python(value, fallback=repr, exclude_none=True)
+    except Exception:  # noqa: BLE001
+        return repr(value)
+
+
+def _describe(tool: str, arguments: Any) -> str:
+    return f"{tool}({_short(arguments)})"
+
+
+def _pending(tool: str, arguments: Any, call_id: str | None, op: str) -> PendingCall:
+    args = _as_dict(arguments)
+    target = next((str(args[k]) for k in TARGET_KEYS if args.get(k) not in (None, "")), None)
+    if isinstance(arguments, str) and args != {"input": arguments}:
+        arguments = args  # the model's JSON text, as the dict it encodes
+    return PendingCall(tool=tool, arguments=_jsonable(arguments), call_id=call_id, operation=op, target=target)

@@ -1,0 +1,394 @@
+"""Spans and metrics from runs, model calls and tool calls. Names come from `semconv` only.
+
+Everything here is best effort: a telemetry failure is logged at debug level and never reaches the agent.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import weakref
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import metrics, trace
+from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from ..model._text import error_message
+from ..model.budget import StopReason
+from ..model.outcome import RunOutcome
+from ..model.signatures import arguments_signature, result_signature
+from . import semconv as sc
+from .messages import capture_mode
+
+if TYPE_CHECKING:
+    from ..core.run import RunNode
+    from ..model.call import ModelCall
+
+log = logging.getLogger(__name__)
+#: Request attributes whose llm.invocation_parameters key is not their last name segment.
+_INVOCATION_NAMES = {sc.GEN_AI_REQUEST_CHOICE_COUNT: "n", sc.GEN_AI_OUTPUT_TYPE: "output_type"}
+
+
+class Telemetry:
+    """The tracer and the metric instruments of one `instrument()` call."""
+
+    def __init__(self, tracer_provider: Any = None, meter_provider: Any = None) -> None:
+        from .. import __version__
+
+        self.tracer = trace.get_tracer(sc.TRACER_NAME, __version__, tracer_provider=tracer_provider)
+        meter = metrics.get_meter(sc.TRACER_NAME, __version__, meter_provider=meter_provider)
+        self.latest = latest_gen_ai_metrics()
+        if self.latest:
+            self._latest_instruments(meter)
+        else:
+            self.token_usage = meter.create_histogram(
+                sc.METRIC_TOKEN_USAGE,
+                unit="{token}",
+                description="Number of input and output tokens used.",
+                explicit_bucket_boundaries_advisory=list(sc.TOKEN_BUCKETS),
+            )
+        self.duration = meter.create_histogram(
+            sc.METRIC_INFERENCE_DURATION if self.latest else sc.METRIC_OPERATION_DURATION,
+            unit="s",
+            description="GenAI operation duration.",
+            explicit_bucket_boundaries_advisory=list(sc.DURATION_BUCKETS),
+        )
+        self.cost = meter.create_counter(sc.METRIC_COST, description="Money spent on model calls, in USD.")
+        self.runs = meter.create_counter(sc.METRIC_RUNS, description="Finished runs by stop reason.")
+        self.near_cap = meter.create_counter(sc.METRIC_RUNS_NEAR_CAP, description="Runs that crossed Budget.near.")
+        self.fail_open = meter.create_counter(
+            sc.METRIC_LEDGER_FAIL_OPEN, description="Calls let through while the shared ledger was unreachable."
+        )
+        self._active: weakref.WeakSet[RunNode] = weakref.WeakSet()
+        self._seen_names: set[str] = set()
+        self._lock = threading.Lock()
+        meter.create_observable_gauge(
+            sc.METRIC_RUN_UTILIZATION,
+            callbacks=[self._observe_utilization],
+            description="Highest utilization (used / limit) among the active runs of a name, per dimension.",
+        )
+
+    def _latest_instruments(self, meter: Any) -> None:
+        """The newest GenAI token metrics: per-call histograms and usage counters by modality."""
+        buckets = list(sc.TOKEN_BUCKETS)
+        self.op_input = meter.create_histogram(sc.METRIC_OPERATION_INPUT_TOKENS, unit="{token}",
+                                               description="Input tokens per inference operation.",
+                                               explicit_bucket_boundaries_advisory=buckets)
+        self.op_output = meter.create_histogram(sc.METRIC_OPERATION_OUTPUT_TOKENS, unit="{token}",
+                                                description="Output tokens per inference operation.",
+                                                explicit_bucket_boundaries_advisory=buckets)
+        self.usage_counters = [
+            (meter.create_counter(name, unit="{token}", description=text), field)
+            for name, field, text in (
+                (sc.METRIC_USAGE_INPUT_TOKENS, "input_tokens", "Input tokens used."),
+                (sc.METRIC_USAGE_OUTPUT_TOKENS, "output_tokens", "Output tokens used, reasoning included."),
+                (sc.METRIC_USAGE_CACHE_READ_TOKENS, "cache_read", "Input tokens read from a provider cache."),
+                (sc.METRIC_USAGE_CACHE_WRITE_TOKENS, "cache_write", "Input tokens written to a provider cache."),
+                (sc.METRIC_USAGE_REASONING_TOKENS, "reasoning", "Output tokens used for reasoning."),
+            )
+        ]
+
+    def _record_tokens(self, u: Any, metric_attrs: dict[str, Any]) -> None:
+        if not self.latest:
+            self.token_usage.record(u.input_tokens, {**metric_attrs, sc.GEN_AI_TOKEN_TYPE: "input"})
+            self.token_usage.record(u.output_tokens, {**metric_attrs, sc.GEN_AI_TOKEN_TYPE: "output"})
+            return
+        self.op_input.record(u.input_tokens, metric_attrs)
+        self.op_output.record(u.output_tokens, metric_attrs)
+        by_modality = {**metric_attrs, sc.GEN_AI_TOKEN_MODALITY: sc.MODALITY_UNKNOWN}
+        for counter, field in self.usage_counters:
+            value = getattr(u, field)
+            if value:
+                counter.add(value, by_modality)
+
+    # --- runs -------------------------------------------------------------------------------------------
+
+    def start_run(self, node: RunNode, context: Any = None, links: Any = None, attributes: Any = None) -> Any:
+        attrs: dict[str, Any] = {
+            sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT,
+            sc.GEN_AI_AGENT_NAME: node.name,
+            sc.OI_SPAN_KIND: sc.OI_KIND_AGENT,
+            sc.RUN_DEPTH: node.depth,
+        }
+        if node.conversation_id is not None:
+            attrs[sc.GEN_AI_CONVERSATION_ID] = node.conversation_id
+            attrs[sc.OI_SESSION_ID] = node.conversation_id
+        for dim, limit in node.span_limits().items():
+            attrs[sc.LIMIT_PREFIX + dim] = limit
+        if attributes:
+            attrs.update(attributes)
+        span = self.tracer.start_span(
+            f"{sc.OP_INVOKE_AGENT} {node.name}", context=context, kind=SpanKind.INTERNAL, attributes=attrs, links=links
+        )
+        with self._lock:
+            self._active.add(node)
+            self._seen_names.add(node.name)
+        return span
+
+    def end_run(self, node: RunNode, span: Any) -> None:
+        with self._lock:
+            self._active.discard(node)
+        outcome = node.outcome
+        if outcome is None:
+            return
+        reason = outcome.stop_reason.value
+        try:
+            usage = outcome.usage
+            used = {
+                "steps": usage.model_calls,
+                "tool_calls": usage.tool_calls,
+                "seconds": usage.seconds,
+                "input_tokens": usage.input_tokens,
+                "output_tokens": usage.output_tokens,
+                "total_tokens": usage.input_tokens + usage.output_tokens,
+                "usd": _money(usage.cost_usd),
+            }
+            attrs: dict[str, Any] = {sc.STOP_REASON: reason, sc.UNPRICED_CALLS: usage.unpriced_calls}
+            for dim, value in used.items():
+                attrs[sc.USED_PREFIX + dim] = value
+            attrs[sc.UTILIZATION] = node.utilization_max()
+            if outcome.limit:
+                attrs[sc.STOP_LIMIT] = outcome.limit
+            if node.unenforced:
+                attrs[sc.LEDGER_UNENFORCED_CALLS] = node.unenforced
+            if outcome.wrap_up:
+                attrs[sc.WRAP_UP] = _recorded_wrap_up(node, outcome)
+            if node.completion is not None and node.completion[1] is not None:
+                evidence = node.completion[1]
+                attrs[sc.COMPLETION_EVIDENCE] = (evidence if isinstance(evidence, (str, bool, int, float))
+                                                 else str(evidence))
+            span.set_attributes(attrs)
+            if outcome.stop_reason is not StopReason.DONE:
+                event = {sc.STOP_REASON: reason, sc.STOP_DETAIL: outcome.detail}
+                if outcome.limit:
+                    event[sc.STOP_LIMIT] = outcome.limit
+                span.add_event(sc.EVENT_STOP, event)
+            if outcome.stop_reason is StopReason.ERROR:
+                span.set_status(Status(StatusCode.ERROR, outcome.detail or "error"))
+            self.runs.add(1, {sc.LABEL_RUN_NAME: node.name, sc.LABEL_STOP_REASON: reason})
+        except Exception:  # noqa: BLE001
+            log.debug("otel-budget: could not record the run span", exc_info=True)
+        finally:
+            span.end()
+
+    def _observe_utilization(self, options: CallbackOptions) -> Iterable[Observation]:
+        with self._lock:
+            nodes = list(self._active)
+            names = set(self._seen_names)
+        best: dict[tuple[str, str], float] = {}
+        for node in nodes:
+            try:
+                for dim, value in node.utilization().items():
+                    key = (node.name, dim)
+                    if value > best.get(key, -1.0):
+                        best[key] = value
+            except Exception:  # noqa: BLE001
+                log.debug("otel-budget: utilization failed", exc_info=True)
+        active_names = {name for name, _ in best}
+        out = [
+            Observation(value, {sc.LABEL_RUN_NAME: name, sc.LABEL_DIMENSION: dim}) for (name, dim), value in best.items()
+        ]
+        for name in names - active_names:
+            out.extend(
+                Observation(0.0, {sc.LABEL_RUN_NAME: name, sc.LABEL_DIMENSION: dim}) for dim in sc.SPAN_DIMS
+            )
+        return out
+
+    def crossed_near(self, node: RunNode) -> None:
+        self.near_cap.add(1, {sc.LABEL_RUN_NAME: node.name})
+
+    # --- model calls ------------------------------------------------------------------------------------
+
+    def start_call(self, call: ModelCall) -> Any:
+        attrs: dict[str, Any] = {
+            sc.GEN_AI_OPERATION_NAME: call.operation,
+            sc.GEN_AI_PROVIDER_NAME: call.provider,
+            sc.GEN_AI_REQUEST_MODEL: call.model,
+            sc.OI_SPAN_KIND: sc.OI_KIND_LLM,
+            sc.OI_LLM_PROVIDER: sc.OI_PROVIDERS.get(call.provider, call.provider),
+        }
+        if call.max_output_tokens is not None:
+            attrs[sc.GEN_AI_REQUEST_MAX_TOKENS] = call.max_output_tokens
+        invocation: dict[str, Any] = {"model": call.model}
+        if call.max_output_tokens is not None:
+            invocation["max_tokens"] = call.max_output_tokens
+        if call.params:
+            attrs.update(call.params)
+            for attr, value in call.params.items():
+                invocation[_INVOCATION_NAMES.get(attr) or attr.rsplit(".", 1)[-1]] = value
+        attrs[sc.OI_INVOCATION_PARAMETERS] = json.dumps(invocation, default=str)
+        if call.server is not None:
+            attrs[sc.SERVER_ADDRESS] = call.server[0]
+            if call.server[1] is not None:
+                attrs[sc.SERVER_PORT] = call.server[1]
+        if call.conversation_id is not None:
+            attrs[sc.GEN_AI_CONVERSATION_ID] = call.conversation_id
+            attrs[sc.OI_SESSION_ID] = call.conversation_id
+        from .peers import peer_span
+
+        peer = peer_span()  # another instrumentor's span of this very call: one LLM span, ours in content
+        if peer is not None:
+            peer.update_name(f"{call.operation} {call.model}")
+            peer.set_attributes(attrs)
+            return peer
+        return self.tracer.start_span(f"{call.operation} {call.model}", kind=SpanKind.CLIENT, attributes=attrs)
+
+    def end_call(self, call: ModelCall, span: Any, duration: float, run_name: str | None) -> None:
+        try:
+            u = call.usage
+            attrs: dict[str, Any] = {
+                sc.OI_LLM_MODEL_NAME: call.response_model or call.model,
+                sc.COST_SOURCE: call.cost_source,
+            }
+            if call.turn:
+                attrs[sc.TURN] = call.turn
+            if call.response_model:
+                attrs[sc.GEN_AI_RESPONSE_MODEL] = call.response_model
+            if call.response_id:
+                attrs[sc.GEN_AI_RESPONSE_ID] = call.response_id
+            if call.finish_reasons:
+                attrs[sc.GEN_AI_RESPONSE_FINISH_REASONS] = list(call.finish_reasons)
+            if u is not None:
+                attrs.update(
+                    {
+                        sc.GEN_AI_USAGE_INPUT_TOKENS: u.input_tokens,
+                        sc.GEN_AI_USAGE_OUTPUT_TOKENS: u.output_tokens,
+                        sc.OI_TOKEN_PROMPT: u.input_tokens,
+                        sc.OI_TOKEN_COMPLETION: u.output_tokens,
+                        sc.OI_TOKEN_TOTAL: u.input_tokens + u.output_tokens,
+                    }
+                )
+                if u.cache_read:
+                    attrs[sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = u.cache_read
+                    attrs[sc.OI_TOKEN_CACHE_READ] = u.cache_read
+                if u.cache_write:
+                    attrs[sc.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS] = u.cache_write
+                    attrs[sc.OI_TOKEN_CACHE_WRITE] = u.cache_write
+                if u.reasoning:
+                    attrs[sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = u.reasoning
+                    attrs[sc.OI_TOKEN_REASONING] = u.reasoning
+            if call.cost_usd is not None:
+                attrs[sc.COST_USD] = _money(call.cost_usd)
+                attrs[sc.OI_COST_TOTAL] = _money(call.cost_usd)
+                if call.cost_input_usd is not None:
+                    attrs[sc.OI_COST_PROMPT] = _money(call.cost_input_usd)
+                    attrs[sc.OI_COST_COMPLETION] = _money(call.cost_usd - call.cost_input_usd)
+            if call.tool_calls:
+                attrs[sc.ACTIONS] = [f"{name}:{arguments_signature(args)}" for name, args, *_ in call.tool_calls]
+            if call.capture is not None:
+                on_span, as_event = capture_mode()
+                if on_span:
+                    attrs.update(call.capture)
+                if as_event:
+                    span.add_event(sc.EVENT_INFERENCE_DETAILS, call.capture)
+            span.set_attributes(attrs)
+            if call.error is not None:
+                attrs_err = type(call.error).__name__
+                span.set_attribute(sc.ERROR_TYPE, attrs_err)
+                span.set_status(Status(StatusCode.ERROR, error_message(call.error)[:500]))
+            metric_attrs: dict[str, Any] = {
+                sc.GEN_AI_OPERATION_NAME: call.operation,
+                sc.GEN_AI_PROVIDER_NAME: call.provider,
+                sc.GEN_AI_REQUEST_MODEL: call.model,
+            }
+            if call.response_model:
+                metric_attrs[sc.GEN_AI_RESPONSE_MODEL] = call.response_model
+            if call.server is not None:
+                metric_attrs[sc.SERVER_ADDRESS] = call.server[0]
+                if call.server[1] is not None:
+                    metric_attrs[sc.SERVER_PORT] = call.server[1]
+            if call.error is not None:
+                metric_attrs[sc.ERROR_TYPE] = type(call.error).__name__
+            self.duration.record(duration, metric_attrs)
+            if u is not None:
+                self._record_tokens(u, metric_attrs)
+            if call.cost_usd:
+                self.cost.add(
+                    call.cost_usd,
+                    {
+                        sc.GEN_AI_REQUEST_MODEL: call.model,
+                        sc.GEN_AI_PROVIDER_NAME: call.provider,
+                        sc.LABEL_RUN_NAME: run_name or "",
+                    },
+                )
+        except Exception:  # noqa: BLE001
+            log.debug("otel-budget: could not record the call span", exc_info=True)
+        finally:
+            span.end()
+
+    # --- tools ------------------------------------------------------------------------------------------
+
+    def start_tool(self, name: str, call_id: str | None, arguments: Any, capture: bool,
+                   description: str | None = None) -> Any:
+        attrs: dict[str, Any] = {
+            sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL,
+            sc.GEN_AI_TOOL_NAME: name,
+            sc.GEN_AI_TOOL_TYPE: sc.TOOL_TYPE_FUNCTION,
+            sc.OI_SPAN_KIND: sc.OI_KIND_TOOL,
+            sc.OI_TOOL_NAME: name,
+        }
+        if description:
+            attrs[sc.GEN_AI_TOOL_DESCRIPTION] = description
+            attrs[sc.OI_TOOL_DESCRIPTION] = description
+        if call_id:
+            attrs[sc.GEN_AI_TOOL_CALL_ID] = call_id
+        try:
+            attrs[sc.TOOL_ARGUMENTS_SIGNATURE] = arguments_signature(arguments)
+        except Exception:  # noqa: BLE001
+            log.debug("otel-budget: could not sign tool arguments", exc_info=True)
+        if capture:
+            text = _json(arguments)
+            attrs[sc.GEN_AI_TOOL_CALL_ARGUMENTS] = text
+            attrs[sc.OI_INPUT_VALUE] = text
+        return self.tracer.start_span(f"{sc.OP_EXECUTE_TOOL} {name}", kind=SpanKind.INTERNAL, attributes=attrs)
+
+    def end_tool(self, span: Any, result: Any, error: BaseException | None, capture: bool, cost: float) -> None:
+        try:
+            if cost:
+                span.set_attribute(sc.COST_USD, cost)
+            if error is None:
+                span.set_attribute(sc.TOOL_RESULT_SIGNATURE, result_signature(result))
+            if capture and error is None:
+                text = _json(result)
+                span.set_attribute(sc.GEN_AI_TOOL_CALL_RESULT, text)
+                span.set_attribute(sc.OI_OUTPUT_VALUE, text)
+            if error is not None:
+                span.set_attribute(sc.ERROR_TYPE, type(error).__name__)
+                span.set_status(Status(StatusCode.ERROR, error_message(error)[:500]))
+        finally:
+            span.end()
+
+
+def _recorded_wrap_up(node: RunNode, outcome: RunOutcome) -> str:
+    """The wrap-up for the run span: a model-written one carries content, so without content capture the
+    template (counts, limits and tool names only) is recorded instead."""
+    from ..core import config
+    from ..core.wrapup import template_wrap_up
+
+    if node.budget.wrap_up == "model" and not config.get().capture_content:
+        return template_wrap_up(node, outcome, None)
+    return outcome.wrap_up
+
+
+def latest_gen_ai_metrics() -> bool:
+    """Whether OTEL_SEMCONV_STABILITY_OPT_IN asks for the newest GenAI metric names."""
+    value = os.environ.get(sc.ENV_SEMCONV_OPT_IN, "")
+    return sc.OPT_IN_GEN_AI_LATEST in {v.strip() for v in value.split(",")}
+
+
+def _money(usd: float) -> float:
+    """A cost without float noise (0.00030000000000000014 -> 0.0003)."""
+    return round(usd, 10)
+
+
+def _json(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, default=str)
+    except Exception:  # noqa: BLE001
+        return repr(value)
