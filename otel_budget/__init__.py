@@ -15,8 +15,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-__version__ = "0.1.0"
-
+from ._version import __version__
 from .core import config as _config
 from .core.ledger import LedgerStore, MemoryLedger
 from .core.pricing import PriceBook as _PriceBook
@@ -139,3 +138,6 @@ def _ensure_instrumented(run_name: str) -> None:
 def instrumented_libraries() -> list[str]:
     """The libraries patched so far (a library is patched on its first import after `instrument()`)."""
     return _patched()
+
+
+_config.ensure_instrumented = _ensure_instrumented

@@ -35,7 +35,7 @@ def _source(cmd: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from ._version import __version__
 
     parser = argparse.ArgumentParser(prog="otel-budget", description="A meter and a brake for LLM agents.")
     parser.add_argument("--version", action="version", version=f"otel-budget {__version__}")

@@ -21,17 +21,44 @@ import json
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from ..model import budget as _budget
-from ..model.budget import StopReason
-
-if TYPE_CHECKING:
-    from .run import RunNode
+from ..model.budget import Budget, StopReason, Usage
+from ..model.outcome import BudgetExceeded
 from ..model.paused import PausedRun, PendingCall, ToolRecord, _describe, _jsonable, _key, _pending
 from ..model.policy import ApprovalPolicy
 
 log = logging.getLogger(__name__)
+
+
+class RunNode(Protocol):
+    """What approvals read and set of a run (the run tree's node has it): the decisions below, the tree above."""
+
+    stop_state: tuple[StopReason, str | None, str] | None
+    framework_approval: bool
+    saved_state: Any
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def budget(self) -> Budget: ...
+    @property
+    def chain(self) -> Sequence[RunNode]: ...
+    @property
+    def tools_requested(self) -> Counter[str]: ...
+    @property
+    def tools_executed(self) -> Counter[str]: ...
+    @property
+    def pending_tools(self) -> Counter[str]: ...
+    @property
+    def trace_id(self) -> str | None: ...
+    @property
+    def span_id(self) -> str | None: ...
+    def usage(self) -> Usage: ...
+    def stop(self, reason: StopReason, limit: str | None, detail: str) -> BudgetExceeded: ...
 
 
 class ApprovalState:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..model.budget import Budget
@@ -30,6 +31,13 @@ class Settings:
 
 
 _settings: Settings | None = None
+#: What a run opened before `instrument()` calls with its name: the package sets it to its own instrument()
+#: with the defaults (a hook, so the core never imports the package above it).
+def _not_set(run_name: str) -> None:
+    return None
+
+
+ensure_instrumented: Callable[[str], None] = _not_set
 
 
 def get() -> Settings:

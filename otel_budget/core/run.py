@@ -22,7 +22,7 @@ from ..model.signatures import canonical_arguments
 from . import config
 from . import ledger as lg
 from .node import _NO_MODEL_WRAP_UP, _WRAP_UP_MAX_TOKENS, Admission, RunNode, _current, current_run
-from .wrapup import template_wrap_up
+from .wrapup import recorded_wrap_up, template_wrap_up
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -145,10 +145,7 @@ class Run:
         parent = _current.get()
         settings = config.get()
         if not settings.instrumented:
-            # The package's own instrument(), imported late: the package imports this module.
-            from .. import _ensure_instrumented
-
-            _ensure_instrumented(self.name)
+            config.ensure_instrumented(self.name)  # the package's own instrument(), with its defaults
             settings = config.get()
         # A nested run without a budget is bounded by its ancestors only; a top run falls back to the default.
         budget = self._budget or (settings.default_budget if parent is None else None) or Budget()
@@ -223,7 +220,10 @@ class Run:
                 _current.set(node.parent)
         try:
             if self._span is not None:
-                config.get().telemetry.end_run(node, self._span)
+                settings = config.get()
+                outcome = node.outcome
+                wrap_up = recorded_wrap_up(node, outcome, settings.capture_content) if outcome is not None else ""
+                settings.telemetry.end_run(node, self._span, wrap_up)
         finally:
             if self._otel_token is not None:
                 try:

@@ -8,7 +8,7 @@ from ..model.budget import LIMITS, StopReason, plural, usd
 from ..model.outcome import RunOutcome
 
 if TYPE_CHECKING:
-    from .run import RunNode
+    from .node import RunNode
 
 _REASON_TEXT = {
     StopReason.INCOMPLETE: "Stopped: the model stopped, but the work is not confirmed done (incomplete).",
@@ -114,3 +114,11 @@ def _stalled(node: RunNode, outcome: RunOutcome, done: str, model_text: str | No
     if model_text:
         parts.append(f"Summary: {model_text.strip()}")
     return " ".join(parts)
+
+
+def recorded_wrap_up(node: RunNode, outcome: RunOutcome, capture_content: bool) -> str:
+    """The wrap-up for the run span: a model-written one carries content, so without content capture the
+    template (counts, limits and tool names only) is recorded instead."""
+    if outcome.wrap_up and node.budget.wrap_up == "model" and not capture_content:
+        return template_wrap_up(node, outcome, None)
+    return outcome.wrap_up

@@ -11,12 +11,13 @@ import os
 import threading
 import weakref
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from opentelemetry import metrics, trace
 from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from .._version import __version__
 from ..model._text import error_message
 from ..model.budget import StopReason
 from ..model.outcome import RunOutcome
@@ -25,7 +26,6 @@ from . import semconv as sc
 from .messages import capture_mode
 
 if TYPE_CHECKING:
-    from ..core.run import RunNode
     from ..model.call import ModelCall
 
 log = logging.getLogger(__name__)
@@ -33,12 +33,30 @@ log = logging.getLogger(__name__)
 _INVOCATION_NAMES = {sc.GEN_AI_REQUEST_CHOICE_COUNT: "n", sc.GEN_AI_OUTPUT_TYPE: "output_type"}
 
 
+class RunView(Protocol):
+    """What the recorder reads of a run (the core's RunNode): telemetry sits below the decisions it reports."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def depth(self) -> int: ...
+    @property
+    def conversation_id(self) -> str | None: ...
+    @property
+    def outcome(self) -> RunOutcome | None: ...
+    @property
+    def unenforced(self) -> int: ...
+    @property
+    def completion(self) -> tuple[bool, Any] | None: ...
+    def span_limits(self) -> dict[str, float]: ...
+    def utilization(self) -> dict[str, float]: ...
+    def utilization_max(self) -> float: ...
+
+
 class Telemetry:
     """The tracer and the metric instruments of one `instrument()` call."""
 
     def __init__(self, tracer_provider: Any = None, meter_provider: Any = None) -> None:
-        from .. import __version__
-
         self.tracer = trace.get_tracer(sc.TRACER_NAME, __version__, tracer_provider=tracer_provider)
         meter = metrics.get_meter(sc.TRACER_NAME, __version__, meter_provider=meter_provider)
         self.latest = latest_gen_ai_metrics()
@@ -63,7 +81,7 @@ class Telemetry:
         self.fail_open = meter.create_counter(
             sc.METRIC_LEDGER_FAIL_OPEN, description="Calls let through while the shared ledger was unreachable."
         )
-        self._active: weakref.WeakSet[RunNode] = weakref.WeakSet()
+        self._active: weakref.WeakSet[RunView] = weakref.WeakSet()
         self._seen_names: set[str] = set()
         self._lock = threading.Lock()
         meter.create_observable_gauge(
@@ -107,7 +125,7 @@ class Telemetry:
 
     # --- runs -------------------------------------------------------------------------------------------
 
-    def start_run(self, node: RunNode, context: Any = None, links: Any = None, attributes: Any = None) -> Any:
+    def start_run(self, node: RunView, context: Any = None, links: Any = None, attributes: Any = None) -> Any:
         attrs: dict[str, Any] = {
             sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT,
             sc.GEN_AI_AGENT_NAME: node.name,
@@ -129,7 +147,8 @@ class Telemetry:
             self._seen_names.add(node.name)
         return span
 
-    def end_run(self, node: RunNode, span: Any) -> None:
+    def end_run(self, node: RunView, span: Any, wrap_up: str = "") -> None:
+        """Record a finished run; `wrap_up` is the text for the span (the template when content is not captured)."""
         with self._lock:
             self._active.discard(node)
         outcome = node.outcome
@@ -155,8 +174,8 @@ class Telemetry:
                 attrs[sc.STOP_LIMIT] = outcome.limit
             if node.unenforced:
                 attrs[sc.LEDGER_UNENFORCED_CALLS] = node.unenforced
-            if outcome.wrap_up:
-                attrs[sc.WRAP_UP] = _recorded_wrap_up(node, outcome)
+            if wrap_up:
+                attrs[sc.WRAP_UP] = wrap_up
             if node.completion is not None and node.completion[1] is not None:
                 evidence = node.completion[1]
                 attrs[sc.COMPLETION_EVIDENCE] = (evidence if isinstance(evidence, (str, bool, int, float))
@@ -198,7 +217,7 @@ class Telemetry:
             )
         return out
 
-    def crossed_near(self, node: RunNode) -> None:
+    def crossed_near(self, node: RunView) -> None:
         self.near_cap.add(1, {sc.LABEL_RUN_NAME: node.name})
 
     # --- model calls ------------------------------------------------------------------------------------
@@ -361,17 +380,6 @@ class Telemetry:
                 span.set_status(Status(StatusCode.ERROR, error_message(error)[:500]))
         finally:
             span.end()
-
-
-def _recorded_wrap_up(node: RunNode, outcome: RunOutcome) -> str:
-    """The wrap-up for the run span: a model-written one carries content, so without content capture the
-    template (counts, limits and tool names only) is recorded instead."""
-    from ..core import config
-    from ..core.wrapup import template_wrap_up
-
-    if node.budget.wrap_up == "model" and not config.get().capture_content:
-        return template_wrap_up(node, outcome, None)
-    return outcome.wrap_up
 
 
 def latest_gen_ai_metrics() -> bool:
