@@ -20,11 +20,9 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 
-from ..telemetry import semconv as sc
 from ._patch import PROXY
 
 #: GenAI operations of a model call (an agent or tool span of the same instrumentor is not one to adopt).
-_LLM_OPERATIONS = frozenset({sc.OP_CHAT, sc.OP_GENERATE_CONTENT, "text_completion"})
 
 
 def is_wrapper(wrapped: Any) -> bool:

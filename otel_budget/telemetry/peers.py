@@ -6,8 +6,9 @@ from typing import Any
 
 from opentelemetry import trace
 
-from ..instrumentation._peers import _LLM_OPERATIONS
 from . import semconv as sc
+
+_LLM_OPERATIONS = frozenset({sc.OP_CHAT, sc.OP_GENERATE_CONTENT, "text_completion"})
 
 #: Instrumentation scopes of provider-level LLM instrumentors whose span of a call we adopt (framework-level
 #: spans, such as an agent framework's own, are not ours to take over).
