@@ -15,6 +15,7 @@ closed; its `.outcome` is the final RunOutcome. See `otel_budget.instrumentation
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field, replace
@@ -33,6 +34,8 @@ from .instrumentation.pydantic_ai import outcome
 from .run import current_run
 
 __all__ = ["BudgetLimits", "outcome"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(init=False)
@@ -163,8 +166,11 @@ def _end_cut_stream_with_wrap_up(stream: StreamedResponse, node: Any) -> None:
     def get() -> ModelResponse:
         return replace(ending[0], usage=stream.usage) if ending else type(stream).get(stream)
 
-    stream._get_event_iterator = honest  # type: ignore[method-assign]
-    stream.get = get  # type: ignore[method-assign]
+    try:
+        stream._get_event_iterator = honest  # type: ignore[method-assign]
+        stream.get = get  # type: ignore[method-assign]
+    except Exception:  # noqa: BLE001 - a stream type that takes no attributes: the run still ends with the limit
+        log.debug("otel-budget: could not end a cut stream with the wrap-up", exc_info=True)
 
 
 @dataclass
