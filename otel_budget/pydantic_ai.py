@@ -15,9 +15,10 @@ closed; its `.outcome` is the final RunOutcome. See `otel_budget.instrumentation
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -33,6 +34,8 @@ from .instrumentation.pydantic_ai import outcome
 from .run import current_run
 
 __all__ = ["BudgetLimits", "outcome"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(init=False)
@@ -120,11 +123,14 @@ def _wrap_up_response(text: str, request_context: Any, usage: Any = None) -> Mod
 
 
 class _StreamStop(WrapperModel):
-    """A streamed request the budget refuses as its stream opens is answered by a stream of the wrap-up."""
+    """A streamed request the budget refuses as its stream opens is answered by a stream of the wrap-up; one whose
+    answer is cut at the output limit the budget set ends with the wrap-up in place of the cut text."""
 
     @asynccontextmanager
     async def request_stream(self, messages: Any, model_settings: Any, model_request_parameters: Any,
                              run_context: Any = None) -> AsyncIterator[StreamedResponse]:
+        node = current_run()
+        was_cut = node is not None and node.truncated_by_budget
         async with AsyncExitStack() as stack:
             stream: StreamedResponse
             try:
@@ -135,7 +141,36 @@ class _StreamStop(WrapperModel):
                 if node is None or not _text_allowed_by(model_request_parameters):
                     raise
                 stream = _WrapUpStream(model_request_parameters, _adapter.answer(node, exc), self.model_name)
+            else:
+                if node is not None and not was_cut and _text_allowed_by(model_request_parameters):
+                    _end_cut_stream_with_wrap_up(stream, node)
             yield stream
+
+
+def _end_cut_stream_with_wrap_up(stream: StreamedResponse, node: Any) -> None:
+    """When the stream turns out cut at the budget's output limit, its last event brings the wrap-up (after the cut
+    text its consumer already got), and the response it settles to (the run's output, its history) is the wrap-up."""
+    events = stream._get_event_iterator
+    ending: list[ModelResponse] = []
+
+    async def honest() -> AsyncIterator[ModelResponseStreamEvent]:
+        async for event in events():
+            yield event
+        if not node.truncated_by_budget or node.stop_state is None:
+            return
+        text = _adapter.answer(node, node.stop(*node.stop_state))
+        cut = type(stream).get(stream)
+        ending.append(replace(cut, parts=[TextPart(content=text)], finish_reason="stop"))
+        yield stream._parts_manager.handle_part(vendor_part_id=None, part=TextPart(content=f"\n\n{text}"))
+
+    def get() -> ModelResponse:
+        return replace(ending[0], usage=stream.usage) if ending else type(stream).get(stream)
+
+    try:
+        stream._get_event_iterator = honest  # type: ignore[method-assign]
+        stream.get = get  # type: ignore[method-assign]
+    except Exception:  # noqa: BLE001 - a stream type that takes no attributes: the run still ends with the limit
+        log.debug("otel-budget: could not end a cut stream with the wrap-up", exc_info=True)
 
 
 @dataclass

@@ -11,8 +11,9 @@
 - A stop: the model request the budget refuses is not sent; when the run's output may be text (`output_type` str,
   the default) it is answered by a text response carrying the wrap-up, so the run ends the usual way and
   `result.output` is the wrap-up (a streamed request refused as its stream opens gets a one-part stream of the
-  wrap-up). An answer cut at the output limit the budget set is replaced by the wrap-up the same way (except in
-  `run_stream`, whose consumer already got the cut text; the run still ends with that limit). When the output type allows no text (a structured output), `agent.run()` raises
+  wrap-up). An answer cut at the output limit the budget set is replaced by the wrap-up the same way (in
+  `run_stream` the stream's consumer, who already got the cut text, gets the wrap-up after it; the output and the
+  history are the wrap-up). When the output type allows no text (a structured output), `agent.run()` raises
   `otel_budget.BudgetExceeded` after the run closed; its `.outcome` is the run's final RunOutcome. A refused tool
   execution is not run; the model gets a short refusal as the tool's result. `outcome(result)` gives the
   RunOutcome; `stop.reason` is on the run span.
