@@ -8,6 +8,7 @@ process of its own (`python bench/peers.py --worker NAME`), instrumented once, t
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import json
@@ -99,8 +100,13 @@ BY_NAME = {c.name: c for c in [BARE, OURS, *PEERS]}
 # --- is the SDK as imported? ------------------------------------------------------------------------------
 
 
-def _patchable() -> Iterator[tuple[str, type]]:
+@functools.cache
+def _patchable() -> list[tuple[str, type]]:
     """The openai client and resource classes (where instrumentations patch), imported."""
+    return list(_classes())
+
+
+def _classes() -> Iterator[tuple[str, type]]:
     names = ["openai", "openai._base_client", "openai._client", "openai._streaming"]
     names += [m.name for m in pkgutil.walk_packages(openai.resources.__path__, "openai.resources.")]
     for name in names:
