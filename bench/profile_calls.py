@@ -96,8 +96,8 @@ def attribute(stats: pstats.Stats) -> dict[tuple[str, str], float]:
         """Per category, the calls (index 1) or seconds (index 2) of f that come from us."""
         out: dict[str, float] = {}
         for c, edge in raw[f][4].items():
-            if _passed_through(key.get(c, ""), key[f]):
-                continue
+            if c[0] == "~" or _passed_through(key.get(c, ""), key[f]):  # a built-in's callees (any(), map())
+                continue  # come from whoever called it: not split by its mixed callers
             for cat, frac in share.get(c, {}).items():
                 out[cat] = out.get(cat, 0.0) + edge[index] * frac
         if own[f] is not None:  # one category of its own
