@@ -54,6 +54,24 @@ def test_unset_parameters_are_not_recorded_and_one_choice_is_no_choice_count(ote
     assert json.loads(span.attributes["llm.invocation_parameters"]) == {"model": "gpt-4o"}
 
 
+def test_invocation_parameters_follow_each_call_even_when_equal_in_python(otel, llm, oai):
+    """The JSON is cached per call shape: 1 and 1.0 compare equal in Python but are different JSON."""
+    llm.default = Turn(text="ok", input_tokens=10, output_tokens=4)
+    sent = [{"temperature": 1}, {"temperature": 1.0}, {"temperature": 1, "seed": 1}, {"temperature": 1.0, "seed": 1},
+            {"temperature": 1}, {"temperature": 1, "max_completion_tokens": 9}, {"stop": ["A"]}, {"stop": ["B"]}]
+    with otel_budget.run("invocations"):
+        for params in sent:
+            oai.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}], **params)
+    texts = [s.attributes["llm.invocation_parameters"] for s in _calls(otel)]
+
+    def typed(value):  # the JSON's own types: 1, 1.0 and true stay apart
+        return {k: typed(v) for k, v in value.items()} if isinstance(value, dict) else (type(value), value)
+
+    names = {"max_completion_tokens": "max_tokens", "stop": "stop_sequences"}
+    expected = [typed({"model": "gpt-4o", **{names.get(k, k): v for k, v in p.items()}}) for p in sent]
+    assert [typed(json.loads(t)) for t in texts] == expected
+
+
 def test_responses_parameters_and_text_output_type(otel, llm, oai):
     llm.default = Turn(text="ok", input_tokens=10, output_tokens=4)
     with otel_budget.run("responses-params"):

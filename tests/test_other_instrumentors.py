@@ -95,23 +95,20 @@ def _both(name: str, peer_first: bool) -> Any:
 def test_one_llm_span_per_request_with_another_instrumentor(llm: Any, oai: openai.OpenAI, exporter: Any, name: str,
                                                             peer_first: bool) -> None:
     peer = _both(name, peer_first)
-    # OpenLLMetry opens its Responses span only after the call returned (not while we span it): not covered.
-    responses = name != "openllmetry"
     try:
         # The stream's usage comes unasked (a steps-only run does not add include_usage, issue 16).
         llm.default = Turn(text="x", input_tokens=10, output_tokens=2, stream_usage=True)
-        with ob.run("peers", budget=ob.Budget(max_steps=2 + responses)) as run:
+        with ob.run("peers", budget=ob.Budget(max_steps=3)) as run:
             ask(oai)
             for _ in oai.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "s"}],
                                                  stream=True):
                 pass
-            if responses:
-                oai.responses.create(model="gpt-4o", input="r")
+            oai.responses.create(model="gpt-4o", input="r")
             ask(oai)  # refused: max_steps
     finally:
         peer.uninstrument()
         ob.uninstrument()
-    calls = 2 + responses
+    calls = 3
     assert len(llm.requests) == calls == run.outcome.usage.model_calls  # the budget counted each call once
     assert run.outcome.stop_reason == "steps"
     spans = exporter.get_finished_spans()
@@ -212,3 +209,64 @@ def test_a_peer_scopes_agent_span_around_the_call_is_not_taken_over(llm: Any, oa
         ob.uninstrument()
     names = {(s.name, s.instrumentation_scope.name) for s in exporter.get_finished_spans()}
     assert names == {("invoke_agent writer", "opentelemetry.util.genai.handler"), ("chat gpt-4o", "otel_budget")}
+
+
+async def _responses_calls(oai: openai.OpenAI, aoai: openai.AsyncOpenAI) -> None:
+    """Every Responses path OpenLLMetry wraps: create, streamed create, the `.stream()` helper, sync and async."""
+    oai.responses.create(model="gpt-4o", input="a")
+    for _ in oai.responses.create(model="gpt-4o", input="b", stream=True):
+        pass
+    with oai.responses.stream(model="gpt-4o", input="c") as stream:
+        stream.get_final_response()
+    await aoai.responses.create(model="gpt-4o", input="d")
+    async for _ in await aoai.responses.create(model="gpt-4o", input="e", stream=True):
+        pass
+    async with aoai.responses.stream(model="gpt-4o", input="f") as astream:
+        await astream.get_final_response()
+
+
+@pytest.mark.parametrize("peer_first", [True, False], ids=["peer-first", "ours-first"])
+def test_openllmetry_responses_spans_once_in_both_orders_and_not_for_a_refused_call(
+    llm: Any, oai: openai.OpenAI, aoai: openai.AsyncOpenAI, exporter: Any, peer_first: bool
+) -> None:
+    """OpenLLMetry opens its Responses span only after the call returned: ours stays above its wrapper."""
+    import asyncio
+
+    peer = _both("openllmetry", peer_first)
+    try:
+        llm.default = Turn(text="x", input_tokens=10, output_tokens=2)
+        with ob.run("responses", budget=ob.Budget(max_steps=6)) as run:
+            asyncio.run(_responses_calls(oai, aoai))
+            with pytest.raises(ob.BudgetExceeded):  # refused: max_steps, sync and async
+                oai.responses.create(model="gpt-4o", input="g")
+
+            async def refused() -> None:
+                await aoai.responses.create(model="gpt-4o", input="h")
+
+            with pytest.raises(ob.BudgetExceeded):
+                asyncio.run(refused())
+    finally:
+        peer.uninstrument()
+        ob.uninstrument()
+    assert len(llm.requests) == 6 == run.outcome.usage.model_calls
+    assert run.outcome.stop_reason == "steps"
+    spans = exporter.get_finished_spans()
+    sent = [s for s in spans if _is_llm_span(s)]
+    assert len(sent) == 6, "\n".join(f"{s.name} {s.instrumentation_scope.name}" for s in spans)
+    assert {s.instrumentation_scope.name for s in sent} == {"otel_budget"}
+    assert sorted(s.attributes["otel_budget.turn"] for s in sent) == [1, 2, 3, 4, 5, 6]
+    assert all(s.attributes["gen_ai.usage.input_tokens"] == 10 for s in sent)
+    assert [s for s in spans if s.instrumentation_scope.name.startswith("opentelemetry.instrumentation")] == []
+
+
+def test_openllmetry_alone_spans_the_responses_call(llm: Any, oai: openai.OpenAI, exporter: Any) -> None:
+    """The control for the test above: OpenLLMetry alone does span a Responses call (after it returned)."""
+    peer = _openllmetry()
+    peer.instrument()
+    try:
+        llm.default = Turn(text="x", input_tokens=10, output_tokens=2)
+        oai.responses.create(model="gpt-4o", input="a")
+    finally:
+        peer.uninstrument()
+    spans = [s for s in exporter.get_finished_spans() if _is_llm_span(s)]
+    assert [s.instrumentation_scope.name for s in spans] == ["opentelemetry.instrumentation.openai.v1"]

@@ -30,6 +30,7 @@ TRIGGERS: dict[str, str] = {
     "langchain": "langchain_core",
     "claude_agent_sdk": "claude_agent_sdk",
     "pydantic_ai": "pydantic_ai",
+    "openllmetry": "opentelemetry.instrumentation.openai.v1",  # its Responses spans (see openllmetry.py)
 }
 MODULES: tuple[str, ...] = tuple(TRIGGERS)
 #: Where each module lives under this package: provider SDKs under providers/, agent frameworks under frameworks/.
@@ -44,6 +45,10 @@ _hooked: set[str] = set()
 
 
 def _installed(target: str) -> bool:
+    """Whether `target` may be imported, without importing the package it lives in (find_spec would)."""
+    parent = target.rpartition(".")[0]
+    if parent and parent not in sys.modules:
+        return _installed(parent)  # a hook on a submodule that turns out to be missing never fires
     try:
         return importlib.util.find_spec(target) is not None
     except (ImportError, ValueError):

@@ -10,6 +10,9 @@ Two orders, one span either way:
   the resource methods): their span is already open when we get control. We adopt it instead of opening a
   sibling: our name, attributes and status go on it, and its owner ends it. When the budget refuses the call,
   their span (which records our exception) is marked as the guardrail that stopped it, not an LLM call.
+
+A wrapper that opens its span only after the call returned (OpenLLMetry's Responses API) fits neither; a thin
+wrapper of ours above it enters it under the suppress key (see `openllmetry.py`).
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from ..model.outcome import RunOutcome
 from ..model.signatures import arguments_signature, result_signature
 from . import semconv as sc
 from .messages import capture_mode
+from .peers import peer_span
 
 if TYPE_CHECKING:
     from ..model.call import ModelCall
@@ -31,6 +32,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 #: Request attributes whose llm.invocation_parameters key is not their last name segment.
 _INVOCATION_NAMES = {sc.GEN_AI_REQUEST_CHOICE_COUNT: "n", sc.GEN_AI_OUTPUT_TYPE: "output_type"}
+
+
+#: llm.invocation_parameters JSON per call shape (model, output limit, request parameters): the same few recur.
+_INVOCATIONS: dict[tuple[Any, ...], str] = {}
+_INVOCATIONS_MAX = 256
+_SCALARS = (str, int, float, bool)
 
 
 class RunView(Protocol):
@@ -232,14 +239,9 @@ class Telemetry:
         }
         if call.max_output_tokens is not None:
             attrs[sc.GEN_AI_REQUEST_MAX_TOKENS] = call.max_output_tokens
-        invocation: dict[str, Any] = {"model": call.model}
-        if call.max_output_tokens is not None:
-            invocation["max_tokens"] = call.max_output_tokens
         if call.params:
             attrs.update(call.params)
-            for attr, value in call.params.items():
-                invocation[_INVOCATION_NAMES.get(attr) or attr.rsplit(".", 1)[-1]] = value
-        attrs[sc.OI_INVOCATION_PARAMETERS] = json.dumps(invocation, default=str)
+        attrs[sc.OI_INVOCATION_PARAMETERS] = _invocation_json(call)
         if call.server is not None:
             attrs[sc.SERVER_ADDRESS] = call.server[0]
             if call.server[1] is not None:
@@ -247,8 +249,6 @@ class Telemetry:
         if call.conversation_id is not None:
             attrs[sc.GEN_AI_CONVERSATION_ID] = call.conversation_id
             attrs[sc.OI_SESSION_ID] = call.conversation_id
-        from .peers import peer_span
-
         peer = peer_span()  # another instrumentor's span of this very call: one LLM span, ours in content
         if peer is not None:
             peer.update_name(f"{call.operation} {call.model}")
@@ -386,6 +386,31 @@ def latest_gen_ai_metrics() -> bool:
     """Whether OTEL_SEMCONV_STABILITY_OPT_IN asks for the newest GenAI metric names."""
     value = os.environ.get(sc.ENV_SEMCONV_OPT_IN, "")
     return sc.OPT_IN_GEN_AI_LATEST in {v.strip() for v in value.split(",")}
+
+
+def _invocation_json(call: ModelCall) -> str:
+    """The request's invocation parameters as JSON, from a bounded cache when its values are plain scalars
+    (their types are part of the key: `1`, `1.0` and `True` are equal in Python, not in JSON)."""
+    params = call.params or {}
+    key: tuple[Any, ...] | None = (call.model, type(call.max_output_tokens), call.max_output_tokens)
+    for attr, value in params.items():
+        if type(value) not in _SCALARS:
+            key = None
+            break
+        key += (attr, type(value), value)  # type: ignore[operator]
+    if key is not None and (text := _INVOCATIONS.get(key)) is not None:
+        return text
+    invocation: dict[str, Any] = {"model": call.model}
+    if call.max_output_tokens is not None:
+        invocation["max_tokens"] = call.max_output_tokens
+    for attr, value in params.items():
+        invocation[_INVOCATION_NAMES.get(attr) or attr.rsplit(".", 1)[-1]] = value
+    text = json.dumps(invocation, default=str)
+    if key is not None:
+        if len(_INVOCATIONS) >= _INVOCATIONS_MAX:
+            _INVOCATIONS.clear()
+        _INVOCATIONS[key] = text
+    return text
 
 
 def _money(usd: float) -> float:

@@ -78,3 +78,27 @@ async def test_agents_run_whose_answer_the_cost_cap_cut_ends_cost_with_the_wrap_
     assert last["max_output_tokens"] < 300  # the enforcer set the limit that cut the answer
     (span,) = [s for s in otel.get_finished_spans() if s.name == "invoke_agent spender"]
     assert span.attributes["stop.reason"] == "cost"
+
+
+@pytest.mark.parametrize("raw", [False, True], ids=["parse", "with_raw_response"])
+def test_a_structured_answer_the_sdk_rejects_as_cut_still_counts_and_ends_the_run_cost(
+    scripted_llm: ScriptedLLM, priced: None, otel: Any, raw: bool
+) -> None:
+    """openai's `parse()` raises LengthFinishReasonError on the cut answer: it is counted as reported all the same,
+    and the run ends with the limit that cut it."""
+    from openai import LengthFinishReasonError
+    from pydantic import BaseModel
+
+    class Essay(BaseModel):
+        text: str
+
+    scripted_llm.script(Turn(text='{"text": "' + "word " * 2000, output_tokens=2000))
+    client = OpenAI(base_url=scripted_llm.openai_base_url, api_key="x", max_retries=0)
+    completions = client.chat.completions.with_raw_response if raw else client.chat.completions
+    with otel_budget.run("writer", budget=otel_budget.Budget(max_usd=0.01)) as run, \
+            pytest.raises(LengthFinishReasonError) as rejected:
+        made = completions.parse(model=MODEL, messages=[{"role": "user", "content": "write"}], response_format=Essay)
+        made.parse() if raw else None
+    assert rejected.value.completion.usage.completion_tokens == run.outcome.usage.output_tokens > 0
+    assert run.outcome.stop_reason == "cost" and run.outcome.limit == "max_usd"
+    assert "cut at" in run.outcome.wrap_up

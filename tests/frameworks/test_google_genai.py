@@ -214,17 +214,68 @@ def test_nested_run_draws_from_the_parent_budget(scripted_llm: ScriptedLLM, otel
 
 
 def test_uninstrument_restores_the_request_methods_and_the_function_invokers() -> None:
-    from google.genai import _api_client, _extra_utils
+    from google.genai import _adapters, _api_client, _extra_utils
 
     names = ("request", "request_streamed", "async_request", "async_request_streamed")
     before = [_api_client.BaseApiClient.__dict__[n] for n in names]
     invokers = ("invoke_function_from_dict_args", "invoke_function_from_dict_args_async")
     before_invokers = [getattr(_extra_utils, n) for n in invokers]
+    before_mcp = _adapters.McpToGenAiToolAdapter.__dict__["call_tool"]
     otel_budget.instrument()
     try:
         assert _api_client.BaseApiClient.__dict__["request"] is not before[0]
         assert all(getattr(_extra_utils, n) is not b for n, b in zip(invokers, before_invokers, strict=True))
+        assert _adapters.McpToGenAiToolAdapter.__dict__["call_tool"] is not before_mcp
     finally:
         otel_budget.uninstrument()
     assert all(_api_client.BaseApiClient.__dict__[n] is b for n, b in zip(names, before, strict=True))
     assert all(getattr(_extra_utils, n) is b for n, b in zip(invokers, before_invokers, strict=True))
+    assert _adapters.McpToGenAiToolAdapter.__dict__["call_tool"] is before_mcp
+
+
+async def _with_mcp_session(llm: ScriptedLLM, budget: otel_budget.Budget) -> Any:
+    """An agent whose tool comes from a real MCP session (the mcp SDK's in-process server), run by the SDK's
+    automatic function calling. The config is a dict: the SDK deep-copies a GenerateContentConfig, which a live
+    MCP session does not survive."""
+    from mcp import Client
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("kb")
+
+    @server.tool()
+    def lookup(q: str) -> str:
+        """Look something up."""
+        executed.append(q)
+        return "nothing yet"
+
+    async with Client(server) as mcp_client, otel_budget.run("gemini-mcp", budget=budget) as run:
+        afc = types.AutomaticFunctionCallingConfig(maximum_remote_calls=100)
+        await _client(llm).aio.models.generate_content(
+            model=MODEL, contents="find it", config={"tools": [mcp_client.session], "automatic_function_calling": afc})
+    return run
+
+
+def test_mcp_session_tools_are_refused_before_the_third_identical_execution_and_spanned(
+    scripted_llm: ScriptedLLM, otel: Any
+) -> None:
+    pytest.importorskip("mcp.server.mcpserver")
+    scripted_llm.default = Turn(tool_calls=[ToolCall("lookup", {"q": "same"})], input_tokens=30, output_tokens=8)
+    run = asyncio.run(_with_mcp_session(scripted_llm, otel_budget.Budget(max_repeats=3)))
+    assert run.outcome.stop_reason == "repeat" and run.outcome.usage.model_calls == 3
+    assert len(scripted_llm.requests) == 3
+    assert executed == ["same", "same"]  # the third identical execution never reached the MCP server
+    tools = _spans(otel, "execute_tool lookup")
+    assert len(tools) == 2 and all(s.instrumentation_scope.name == "otel_budget" for s in tools)
+
+
+def test_a_tool_cap_refuses_an_mcp_tool_execution(scripted_llm: ScriptedLLM, otel: Any) -> None:
+    pytest.importorskip("mcp.server.mcpserver")
+    counter = iter(range(1000))
+    scripted_llm.responder = lambda request: Turn(
+        tool_calls=[ToolCall("lookup", {"q": f"page {next(counter)}"})], input_tokens=30, output_tokens=8
+    )
+    run = asyncio.run(_with_mcp_session(scripted_llm, otel_budget.Budget(max_tool_calls=2)))
+    assert run.outcome.stop_reason == "tool_calls"
+    assert executed == ["page 0", "page 1"]
+    assert len(scripted_llm.requests) == 3 == run.outcome.usage.model_calls
+    assert len(_spans(otel, "execute_tool lookup")) == 2

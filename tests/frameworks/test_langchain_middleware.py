@@ -7,12 +7,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 pytest.importorskip("langchain.agents")
 pytest.importorskip("langchain_openai")
 
 from langchain.agents import create_agent  # noqa: E402
 from langchain.agents.middleware import ModelCallLimitMiddleware  # noqa: E402
+from langchain.agents.structured_output import ProviderStrategy, ToolStrategy  # noqa: E402
 from langchain_core.tools import tool  # noqa: E402
 from langchain_openai import ChatOpenAI  # noqa: E402
 
@@ -221,3 +223,57 @@ def test_the_middleware_instruments_when_nothing_is(uninstrumented: None, script
     out = agent.invoke({"messages": [("user", "research")]})
     assert len(scripted_llm.requests) == 1
     assert out["messages"][-1].response_metadata["otel_budget"]["stop_reason"] == "steps"
+
+
+class Findings(BaseModel):
+    summary: str
+
+
+def _structured(llm: ScriptedLLM, strategy: str, *middleware: Any, max_tokens: int | None = 300) -> Any:
+    model = ChatOpenAI(model=MODEL, base_url=llm.openai_base_url, api_key="x", max_retries=0, max_tokens=max_tokens)
+    response_format = ToolStrategy(Findings) if strategy == "tool" else ProviderStrategy(Findings)
+    return create_agent(model, [lookup], middleware=list(middleware), name="researcher",
+                        response_format=response_format)
+
+
+def _ends_with_the_wrap_up(out: dict[str, Any], reason: str) -> None:
+    last = out["messages"][-1]
+    assert last.type == "ai" and not last.tool_calls
+    assert last.content.startswith("Stopped at a limit:")
+    assert last.response_metadata["otel_budget"]["stop_reason"] == reason
+    assert out.get("structured_response") is None  # no structured answer was produced
+
+
+@pytest.mark.parametrize("strategy", ["tool", "provider"])
+@pytest.mark.parametrize("given", ["middleware", "config"])
+def test_a_structured_output_agent_stopped_at_a_refused_call_ends_with_the_wrap_up(
+    scripted_llm: ScriptedLLM, otel: Any, strategy: str, given: str
+) -> None:
+    _fresh_lookups(scripted_llm)
+    budget = otel_budget.Budget(max_steps=2)
+    if given == "middleware":
+        agent, config = _structured(scripted_llm, strategy, BudgetMiddleware(budget=budget)), {}
+    else:  # no middleware: the third call is refused where it is sent and answered by the wrap-up
+        agent, config = _structured(scripted_llm, strategy), {"configurable": {"otel_budget": budget}}
+    out = agent.invoke({"messages": [("user", "research")]}, config)
+    assert len(scripted_llm.requests) == 2 and executed == ["0", "1"]
+    _ends_with_the_wrap_up(out, "steps")
+    assert _run_span(otel).attributes["stop.reason"] == "steps"
+
+
+@pytest.mark.parametrize("strategy", ["tool", "provider"])
+async def test_a_structured_output_agent_whose_answer_is_cut_at_the_budgets_limit_ends_with_the_wrap_up(
+    scripted_llm: ScriptedLLM, otel: Any, strategy: str
+) -> None:
+    scripted_llm.script(Turn(text='{"summary": "' + "word " * 2000, output_tokens=2000))
+    agent = _structured(scripted_llm, strategy, max_tokens=None)
+    out = await agent.ainvoke({"messages": [("user", "write")]},
+                              {"configurable": {"otel_budget": otel_budget.Budget(max_total_tokens=300)}})
+    (request,) = scripted_llm.requests
+    assert 0 < request.body["max_completion_tokens"] < 300
+    _ends_with_the_wrap_up(out, "tokens")
+    assert "word word" not in out["messages"][-1].content
+    assert _run_span(otel).attributes["stop.reason"] == "tokens"
+    # The answer openai's parse() rejected (LengthFinishReasonError) is counted as the server reported it.
+    (chat,) = [s for s in otel.get_finished_spans() if s.name.startswith("chat ")]
+    assert chat.attributes["gen_ai.usage.output_tokens"] == request.body["max_completion_tokens"]

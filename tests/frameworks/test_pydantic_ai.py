@@ -276,3 +276,23 @@ async def test_a_streamed_answer_cut_by_the_token_cap_ends_the_run_tokens(script
         await streamed.get_output()
     assert scripted_llm.requests[0].body["max_completion_tokens"] < 300
     assert _run_span(otel).attributes["stop.reason"] == "tokens"  # the cut text was streamed; the run is not done
+
+
+async def test_a_streamed_answer_cut_by_the_token_cap_ends_with_the_wrap_up_not_the_cut_text(
+    scripted_llm: ScriptedLLM, otel: Any
+) -> None:
+    scripted_llm.script(Turn(text="word " * 2000, output_tokens=2000))
+    agent = _agent(scripted_llm)
+    budget = otel_budget.Budget(max_total_tokens=300)
+    async with agent.run_stream("write", capabilities=[BudgetLimits(budget)]) as streamed:
+        seen = [text async for text in streamed.stream_text(debounce_by=None)]
+        output = await streamed.get_output()
+    (request,) = scripted_llm.requests
+    assert 0 < request.body["max_completion_tokens"] < 300
+    assert output.startswith("Stopped at a limit: max_total_tokens") and "word word" not in output
+    # The consumer already got the cut text as it streamed; its stream ends with the wrap-up after it.
+    assert seen[-1].startswith("word word") and seen[-1].endswith("\n\n" + output)
+    history = streamed.all_messages()[-1]
+    assert history.parts[0].content == output and len(history.parts) == 1
+    assert _run_span(otel).attributes["stop.reason"] == "tokens"
+    assert len(_llm_spans(otel)) == 1

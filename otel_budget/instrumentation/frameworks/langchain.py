@@ -393,6 +393,14 @@ def _cut_short(node: RunNode | None, was_cut: bool, result: Any) -> Any:
         return result
 
 
+def _cut_now(node: RunNode | None, was_cut: bool) -> BudgetExceeded | None:
+    """The stop, when the call just failed on an answer cut at the output limit the budget set (openai's `parse()`
+    raises `LengthFinishReasonError`, as a structured `response_format` uses it): the run stops there all the same."""
+    if node is None or was_cut or not node.truncated_by_budget or node.stop_state is None:
+        return None
+    return node.stop(*node.stop_state)
+
+
 def _generate(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     node = _graph_node()
     was_cut = node is not None and node.truncated_by_budget
@@ -403,6 +411,11 @@ def _generate(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[s
         if stopped is None:
             raise
         return _stop_result(stopped, exc)
+    except Exception:
+        cut = _cut_now(node, was_cut)
+        if cut is None:
+            raise
+        return _stop_result(node, cut)  # type: ignore[arg-type]
     return _cut_short(node, was_cut, result)
 
 
@@ -416,6 +429,11 @@ async def _agenerate(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs:
         if stopped is None:
             raise
         return _stop_result(stopped, exc)
+    except Exception:
+        cut = _cut_now(node, was_cut)
+        if cut is None:
+            raise
+        return _stop_result(node, cut)  # type: ignore[arg-type]
     return _cut_short(node, was_cut, result)
 
 
@@ -452,6 +470,15 @@ async def _alimit_hook(wrapped: Any, instance: Any, args: tuple[Any, ...], kwarg
     result = await wrapped(*args, **kwargs)
     _note_limit(instance, result)
     return result
+
+
+def _provider_parse(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A structured `response_format` parsed from the answer's text: the wrap-up that answers a stop is no structured
+    answer, so the agent ends with it (`structured_response` None) instead of failing to parse it."""
+    message = args[0] if args else kwargs.get("response")
+    if "otel_budget" in (getattr(message, "response_metadata", None) or {}):
+        return None
+    return wrapped(*args, **kwargs)
 
 
 def _patch_limit_middleware(patches: Patches) -> None:
@@ -556,6 +583,10 @@ def instrument(patches: Patches) -> bool:
     except ImportError:
         return True
     _patch_limit_middleware(patches)
+    with contextlib.suppress(ImportError):
+        from langchain.agents.structured_output import ProviderStrategyBinding
+
+        patches.wrap(ProviderStrategyBinding, "parse", _provider_parse)
     patches.wrap(Pregel, "stream", _stream)
     patches.wrap(Pregel, "astream", _astream)
     try:

@@ -11,8 +11,9 @@
 - A stop: the model request the budget refuses is not sent; when the run's output may be text (`output_type` str,
   the default) it is answered by a text response carrying the wrap-up, so the run ends the usual way and
   `result.output` is the wrap-up (a streamed request refused as its stream opens gets a one-part stream of the
-  wrap-up). An answer cut at the output limit the budget set is replaced by the wrap-up the same way (except in
-  `run_stream`, whose consumer already got the cut text; the run still ends with that limit). When the output type allows no text (a structured output), `agent.run()` raises
+  wrap-up). An answer cut at the output limit the budget set is replaced by the wrap-up the same way (in
+  `run_stream` the stream's consumer, who already got the cut text, gets the wrap-up after it; the output and the
+  history are the wrap-up). When the output type allows no text (a structured output), `agent.run()` raises
   `otel_budget.BudgetExceeded` after the run closed; its `.outcome` is the run's final RunOutcome. A refused tool
   execution is not run; the model gets a short refusal as the tool's result. `outcome(result)` gives the
   RunOutcome; `stop.reason` is on the run span.
@@ -34,7 +35,7 @@ import re
 import weakref
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -317,11 +318,14 @@ def _wrap_up_response(text: str, request_context: Any, usage: Any = None) -> Mod
 
 
 class _StreamStop(WrapperModel):
-    """A streamed request the budget refuses as its stream opens is answered by a stream of the wrap-up."""
+    """A streamed request the budget refuses as its stream opens is answered by a stream of the wrap-up; one whose
+    answer is cut at the output limit the budget set ends with the wrap-up in place of the cut text."""
 
     @asynccontextmanager
     async def request_stream(self, messages: Any, model_settings: Any, model_request_parameters: Any,
                              run_context: Any = None) -> AsyncIterator[StreamedResponse]:
+        node = current_run()
+        was_cut = node is not None and node.truncated_by_budget
         async with AsyncExitStack() as stack:
             stream: StreamedResponse
             try:
@@ -332,7 +336,36 @@ class _StreamStop(WrapperModel):
                 if node is None or not _text_allowed_by(model_request_parameters):
                     raise
                 stream = _WrapUpStream(model_request_parameters, answer(node, exc), self.model_name)
+            else:
+                if node is not None and not was_cut and _text_allowed_by(model_request_parameters):
+                    _end_cut_stream_with_wrap_up(stream, node)
             yield stream
+
+
+def _end_cut_stream_with_wrap_up(stream: StreamedResponse, node: Any) -> None:
+    """When the stream turns out cut at the budget's output limit, its last event brings the wrap-up (after the cut
+    text its consumer already got), and the response it settles to (the run's output, its history) is the wrap-up."""
+    events = stream._get_event_iterator
+    ending: list[ModelResponse] = []
+
+    async def honest() -> AsyncIterator[ModelResponseStreamEvent]:
+        async for event in events():
+            yield event
+        if not node.truncated_by_budget or node.stop_state is None:
+            return
+        text = answer(node, node.stop(*node.stop_state))
+        cut = type(stream).get(stream)
+        ending.append(replace(cut, parts=[TextPart(content=text)], finish_reason="stop"))
+        yield stream._parts_manager.handle_part(vendor_part_id=None, part=TextPart(content=f"\n\n{text}"))
+
+    def get() -> ModelResponse:
+        return replace(ending[0], usage=stream.usage) if ending else type(stream).get(stream)
+
+    try:
+        stream._get_event_iterator = honest  # type: ignore[method-assign]
+        stream.get = get  # type: ignore[method-assign]
+    except Exception:  # noqa: BLE001 - a stream type that takes no attributes: the run still ends with the limit
+        log.debug("otel-budget: could not end a cut stream with the wrap-up", exc_info=True)
 
 
 @dataclass

@@ -44,7 +44,11 @@ class RawResponse(wrapt.ObjectProxy):  # type: ignore[misc]
         return parsed
 
     def parse(self, *args: Any, **kwargs: Any) -> Any:
-        result = self.__wrapped__.parse(*args, **kwargs)
+        try:
+            result = self.__wrapped__.parse(*args, **kwargs)
+        except Exception:
+            self._self_rejected()
+            raise
         if args or kwargs.get("to") is not None:  # parsed into the caller's own type: not the API's answer
             return result
         if inspect.isawaitable(result):
@@ -52,7 +56,18 @@ class RawResponse(wrapt.ObjectProxy):  # type: ignore[misc]
         return self._self_settle(result)
 
     async def _self_parse_async(self, awaitable: Any) -> Any:
-        return self._self_settle(await awaitable)
+        try:
+            parsed = await awaitable
+        except Exception:
+            self._self_rejected()
+            raise
+        return self._self_settle(parsed)
+
+    def _self_rejected(self) -> None:
+        """The caller's parser rejected the answer (an SDK `parse()` on a cut answer): settled now with what the
+        adapter read from it (else the estimate), not when the response is dropped."""
+        if self._self_final.detach() is not None:
+            self._self_guard.finish()
 
     def close(self) -> Any:
         try:

@@ -4,8 +4,8 @@ Patched at the SDK's request choke point, `BaseApiClient.request` / `request_str
 `async_request_streamed`, for `...models/{model}:generateContent` and `:streamGenerateContent` paths only.
 Each HTTP request is one metered call, so automatic function calling (the SDK's own tool loop) is checked
 and counted call by call; each Python function it runs (`_extra_utils.invoke_function_from_dict_args` and its
-`_async` twin) is admitted before it runs, like `@tool`, and spanned `execute_tool {name}` (MCP session tools
-are not). A refused execution does not run: the SDK turns the refusal into the function's error, and the next
+`_async` twin), and each tool of an MCP session it calls (`McpToGenAiToolAdapter.call_tool`), is admitted before it
+runs, like `@tool`, and spanned `execute_tool {name}`. A refused execution does not run: the SDK turns the refusal into the function's error, and the next
 model call is refused. Usage is normalized: input = `promptTokenCount` (it already includes
 `cachedContentTokenCount`) + `toolUsePromptTokenCount`; output = `candidatesTokenCount` + `thoughtsTokenCount`.
 """
@@ -316,6 +316,21 @@ async def _invoke_async(wrapped: Any, instance: Any, args: tuple[Any, ...], kwar
     return result
 
 
+async def _call_mcp_tool(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """An MCP session's tool the SDK calls for the model (`McpToGenAiToolAdapter.call_tool(function_call)`)."""
+    function_call = args[0] if args else kwargs.get("function_call")
+    state = _begin_tool(str(getattr(function_call, "name", None) or "tool"), getattr(function_call, "args", None))
+    if state is None:
+        return await wrapped(*args, **kwargs)
+    try:
+        result = await wrapped(*args, **kwargs)
+    except BaseException as exc:
+        tool_calls.end_tool(state, None, exc)
+        raise
+    tool_calls.end_tool(state, result)
+    return result
+
+
 def instrument(patches: Patches) -> bool:
     """Patch the installed google-genai SDK; False when it is not installed."""
     try:
@@ -329,4 +344,9 @@ def instrument(patches: Patches) -> bool:
     patches.wrap(client, "async_request_streamed", _async_request_streamed)
     patches.wrap(_extra_utils, "invoke_function_from_dict_args", _invoke)
     patches.wrap(_extra_utils, "invoke_function_from_dict_args_async", _invoke_async)
+    try:
+        from google.genai import _adapters
+    except ImportError:  # an SDK without MCP support
+        return True
+    patches.wrap(_adapters.McpToGenAiToolAdapter, "call_tool", _call_mcp_tool)
     return True

@@ -5,6 +5,7 @@ Patched at `SyncAPIClient.request` / `AsyncAPIClient.request` of the openai SDK;
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from typing import Any
@@ -296,6 +297,22 @@ class OpenAIAdapter:
             options.json_data = {**body, **changed}
         if guard is not None:
             _request.lower_timeout(options, guard.timeout)
+        if callable(getattr(options, "post_parser", None)):  # `parse()`: its parser may reject the answer
+            options.post_parser = self._read_if_rejected(options.post_parser, call)
+
+    def _read_if_rejected(self, parser: Any, call: ModelCall) -> Any:
+        """The SDK's `parse()` parser, reading the answer it rejects (`LengthFinishReasonError` on a cut answer)
+        into the call first, so its usage counts and a cut at the budget's output limit is seen."""
+
+        def parse(raw: Any) -> Any:
+            try:
+                return parser(raw)
+            except Exception:
+                with contextlib.suppress(Exception):  # our reading never replaces their error
+                    self.read(raw, call)
+                raise
+
+        return parse
 
     def read(self, result: Any, call: ModelCall) -> None:
         if _get(result, "object") == "response":
