@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,10 @@ class Provider:
 
     ask: Ask
     is_async: bool = False
+    aclose: Callable[[], Awaitable[None]] | None = None
+    """Closes what `ask` opened on the running event loop (before that loop ends)."""
+    close: Callable[[], None] | None = None
+    """Closes the client after the test."""
 
 
 def _openai_async(llm: ScriptedLLM) -> Provider:
@@ -50,18 +54,24 @@ def _openai_async(llm: ScriptedLLM) -> Provider:
         return client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": PROMPT}],
                                               max_tokens=100)
 
-    return Provider(ask, is_async=True)
+    async def aclose() -> None:
+        client = clients.pop(id(asyncio.get_running_loop()), None)
+        if client is not None:
+            await client.close()
+
+    return Provider(ask, is_async=True, aclose=aclose)
 
 
 def _anthropic(llm: ScriptedLLM) -> Provider:
     client = anthropic.Anthropic(base_url=llm.anthropic_base_url, api_key="test", max_retries=0)
     return Provider(lambda: client.messages.create(
-        model=MODEL, max_tokens=100, messages=[{"role": "user", "content": PROMPT}]))
+        model=MODEL, max_tokens=100, messages=[{"role": "user", "content": PROMPT}]), close=client.close)
 
 
 def _responses(llm: ScriptedLLM) -> Provider:
     client = openai.OpenAI(base_url=llm.openai_base_url, api_key="test", max_retries=0)
-    return Provider(lambda: client.responses.create(model=MODEL, input=PROMPT, max_output_tokens=100))
+    return Provider(lambda: client.responses.create(model=MODEL, input=PROMPT, max_output_tokens=100),
+                    close=client.close)
 
 
 def _litellm(llm: ScriptedLLM) -> Provider:
@@ -73,7 +83,8 @@ def _litellm(llm: ScriptedLLM) -> Provider:
 def _genai(llm: ScriptedLLM) -> Provider:
     client = genai.Client(api_key="test", http_options=types.HttpOptions(base_url=llm.base_url))
     config = types.GenerateContentConfig(max_output_tokens=100)
-    return Provider(lambda: client.models.generate_content(model=MODEL, contents=PROMPT, config=config))
+    return Provider(lambda: client.models.generate_content(model=MODEL, contents=PROMPT, config=config),
+                    close=client.close)
 
 
 PROVIDERS = {"openai-async": _openai_async, "anthropic": _anthropic, "responses": _responses,
@@ -92,8 +103,11 @@ def llm() -> Iterator[ScriptedLLM]:
 
 
 @pytest.fixture(params=sorted(PROVIDERS))
-def provider(request: pytest.FixtureRequest, llm: ScriptedLLM) -> Provider:
-    return PROVIDERS[request.param](llm)
+def provider(request: pytest.FixtureRequest, llm: ScriptedLLM) -> Iterator[Provider]:
+    made = PROVIDERS[request.param](llm)
+    yield made
+    if made.close is not None:
+        made.close()
 
 
 @dataclass
@@ -116,10 +130,14 @@ def _drive(provider: Provider, open_run: Callable[[], otel_budget.Run], calls: i
     if provider.is_async:
         async def main() -> otel_budget.Run:
             nonlocal attempts
-            async with open_run() as run:
-                for _ in range(calls):
-                    attempts += 1
-                    await provider.ask()
+            try:
+                async with open_run() as run:
+                    for _ in range(calls):
+                        attempts += 1
+                        await provider.ask()
+            finally:
+                if provider.aclose is not None:
+                    await provider.aclose()
             return run
 
         return Drive(asyncio.run(main()), attempts)
