@@ -6,8 +6,8 @@ The SDK drives the Claude Code CLI, which makes the model calls itself, so this 
   (`_claude_gateway`). Every model request, the main agent's and each subagent's, is admitted there before it
   is forwarded to the API the CLI would have used; a request that does not fit is never sent and is answered
   with the wrap-up instead, which ends that agent's turn. The `tool_result` blocks a request carries (without
-  the CLI's own `<system-reminder>` text) feed the stall check (`max_stalls`) before it is admitted. The response streams through the gateway, which reads its
-  usage and tool requests on the way (the meter);
+  the CLI's own `<system-reminder>` text) feed the stall check (`max_stalls`) before it is admitted. The
+  response streams through the gateway, which reads its usage and tool requests on the way (the meter);
 - the hooks: `PreToolUse` denies a tool once the run stopped (repeat, tool-call cap) and refuses a delegation
   (`Agent`/`Task`) beyond `Budget.max_depth`; `SubagentStart` / `SubagentStop` open and close each subagent's
   child run (`invoke_agent {agent_type}`), which its requests (the CLI tags them `x-claude-code-agent-id`) are
