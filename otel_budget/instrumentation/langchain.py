@@ -424,8 +424,9 @@ _RESUMES_MAX = 1000
 def interrupt_at_limit(node: RunNode, exc: BudgetExceeded) -> None:
     """A limit pause (`Budget(on_limit="pause")`) in a graph node with a checkpointer is LangGraph's own
     `interrupt()`: this raises `GraphInterrupt` with the limit as its value (kind, limit, used, cap, run, detail,
-    and the `PausedRun` JSON as `paused`), and `Command(resume=...)` on the thread is the decision. Returns without raising when the graph cannot pause
-    that way (no checkpointer, not in a graph node): the caller then answers with the wrap-up."""
+    and the `PausedRun` JSON as `paused`), and `Command(resume=...)` on the thread is the decision. Returns without
+    raising when the graph cannot pause that way (no checkpointer, not in a graph node): the caller then answers
+    with the wrap-up."""
     pending = limit_pause(node, exc)
     if pending is None:
         return

@@ -313,9 +313,8 @@ def _decision(run_state: Any, tool: str, call_id: str | None) -> bool | None:
 def _open_run(agent: Any, context: Any, run_state: Any, hooks: Any = None) -> tuple[Run, list[Any]]:
     """The run of a `Runner.run`: a fresh one, or, for a state paused by us, the paused run going on (with the
     state's interruptions). The budget comes from the context, else from `hooks=BudgetHooks(...)`; for a `RunState`
-    input, a budget
-    given to this call (its `context`, else its hooks) wins over the one saved in the state's context, so a
-    resume can bring larger limits (`Runner.run(agent, state, context={"otel_budget": Budget(max_usd=2)})`)."""
+    input, a budget given to this call (its `context`, else its hooks) wins over the one saved in the state's
+    context, so a resume can bring larger limits (`Runner.run(agent, state, context={"otel_budget": Budget(...)})`)."""
     budget = budget_from(context) or getattr(hooks, "budget", None)
     if not isinstance(budget, Budget) and context is None and run_state is not None:
         budget = budget_from(getattr(getattr(run_state, "_context", None), "context", None))
