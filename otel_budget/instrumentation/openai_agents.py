@@ -562,13 +562,16 @@ def _precheck(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tupl
 
 
 def _is_limit_item(item: Any) -> bool:
-    call_id = _get(item, "call_id")
-    return isinstance(call_id, str) and call_id.startswith(_LIMIT_CALL_PREFIX)
+    call_id = item.get("call_id") if type(item) is dict else _get(item, "call_id")
+    return type(call_id) is str and call_id.startswith(_LIMIT_CALL_PREFIX)
 
 
 def _model_view(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """A model call's arguments without LIMIT_TOOL and the items of a limit pause (its call, the approval's output),
-    so the model sees the conversation as it was before the pause and never the tool."""
+    so the model sees the conversation as it was before the pause and never the tool (runs that pause at limits
+    only: no other run has them)."""
+    if not _pauses_at_limits():
+        return args, kwargs
     names = ("system_instructions", "input", "model_settings", "tools")
     values = {name: args[i] if len(args) > i else kwargs.get(name) for i, name in enumerate(names)}
     items, tools = values["input"], values["tools"]
