@@ -123,11 +123,13 @@ async def test_approve_and_the_run_finishes_under_the_larger_cap(scripted_llm: S
     assert done.usage.tool_calls == 3  # the pages; the limit's approval is not a tool call of the run
 
 
-async def test_reject_ends_with_the_limits_own_reason_and_the_wrap_up(scripted_llm: ScriptedLLM) -> None:
+@pytest.mark.parametrize("budget", [None, Budget(max_steps=10)], ids=["saved-budget", "larger-budget"])
+async def test_reject_ends_with_the_limits_own_reason_and_the_wrap_up(scripted_llm: ScriptedLLM,
+                                                                     budget: Budget | None) -> None:
     first = await _pause_at_steps(scripted_llm)
     state = first.to_state()
     state.reject(state.get_interruptions()[0])
-    result = await Runner.run(_agent(), state)
+    result = await Runner.run(_agent(), state, context={"otel_budget": budget} if budget else None)
     done = outcome(result)
     assert done is not None and done.stop_reason == "steps" and done.limit == "max_steps"
     assert result.final_output.startswith("Stopped at a limit: max_steps")

@@ -127,9 +127,11 @@ def test_resume_with_a_larger_budget_counts_the_quota_used_and_never_passes_it(s
     assert len({s.context.trace_id for s in spans}) == 1  # one trace across the pauses
 
 
-def test_a_rejected_limit_ends_with_its_own_reason_and_the_wrap_up(scripted_llm: ScriptedLLM, otel: Any) -> None:
+@pytest.mark.parametrize("budget", [None, Budget(max_steps=10)], ids=["saved-budget", "larger-budget"])
+def test_a_rejected_limit_ends_with_its_own_reason_and_the_wrap_up(scripted_llm: ScriptedLLM, otel: Any,
+                                                                    budget: Budget | None) -> None:
     graph = _interrupted_at_limit(scripted_llm, "lp-no")
-    out = graph.invoke(Command(resume="reject"), _cfg("lp-no"))
+    out = graph.invoke(Command(resume="reject"), _cfg("lp-no", budget))
     assert "__interrupt__" not in out
     last = out["messages"][-1]
     assert last.content.startswith("Stopped at a limit: max_steps")
