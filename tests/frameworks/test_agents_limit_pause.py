@@ -217,3 +217,30 @@ async def test_running_the_agent_again_inside_resume_keeps_working(scripted_llm:
     assert run.outcome.stop_reason == "awaiting_approval" and run.outcome.limit == "max_steps"
     assert len(scripted_llm.requests) == run.outcome.usage.model_calls == 4
     assert LIMIT_TOOL not in _sent_to_model(scripted_llm)  # the limit's call in the conversation is not sent
+
+
+async def test_a_cost_pause_resumed_with_a_larger_cap_never_spends_past_it(scripted_llm: ScriptedLLM,
+                                                                          instrument_with: Any) -> None:
+    from agents import ModelSettings
+
+    instrument_with(prices={MODEL: otel_budget.Price(input_per_mtok=100.0, output_per_mtok=1000.0)})
+    n = iter(range(1, 1000))
+    scripted_llm.responder = lambda req: Turn(tool_calls=[ToolCall("next_page", {"page": next(n)})],
+                                              input_tokens=100, output_tokens=100)  # about $0.11 a call
+    agent = Agent(name="invoices", model=MODEL, instructions="Read.", tools=[next_page],
+                  model_settings=ModelSettings(max_tokens=100))
+    result = await Runner.run(agent, "read", context={"otel_budget": Budget(max_usd=0.40, on_limit="pause")},
+                              max_turns=100)
+    first = outcome(result)
+    assert first is not None and first.stop_reason == "awaiting_approval" and first.limit == "max_usd"
+    assert [i.tool_name for i in result.interruptions] == [LIMIT_TOOL]
+    assert first.usage.cost_usd <= 0.40 and len(scripted_llm.requests) == first.usage.model_calls
+    state = result.to_state()
+    state.approve(state.get_interruptions()[0])
+    resumed = await Runner.run(agent, state, context={"otel_budget": Budget(max_usd=1.00, on_limit="pause")})
+    done = outcome(resumed)
+    assert done is not None and done.stop_reason == "awaiting_approval" and done.limit == "max_usd"
+    assert len(scripted_llm.requests) == done.usage.model_calls > first.usage.model_calls
+    assert first.usage.cost_usd < done.usage.cost_usd <= 1.00  # the $ spent before counted: never past the cap
+    assert done.usage.model_calls <= 9  # $1.00 pays 9 calls in all; a fresh quota would have sent 3 + 9
+    assert done.paused.pending.cap == 1.00
