@@ -274,6 +274,7 @@ class RunNode:
         self.unenforced = 0  # calls a shared store let through without its cap (fail="open")
         self.truncated_by_budget = False  # an answer was cut at the output limit the budget set (note_truncation)
         self.framework_approval = False  # a framework pauses for approval itself (see ApprovalState.on_request)
+        self.limit_declined = False  # a person declined to raise a limit it paused at: nothing more is sent
         self.open_calls: set[Any] = set()  # calls admitted here and not settled yet (calls.Guard)
 
     # --- limits -----------------------------------------------------------------------------------------
@@ -409,7 +410,7 @@ class RunNode:
         if self.deadline is not math.inf and time.monotonic() >= self.deadline + self._paused_chain():
             raise self.stop(StopReason.TIME, "max_seconds", f"{what} was not sent: the run's time is up.",
                             by=self._deadline_owner())
-        if self.stop_state is not None and self.stop_state[0] in _GATED_STOPS:
+        if self.stop_state is not None and (self.stop_state[0] in _GATED_STOPS or self.limit_declined):
             reason, limit, detail = self.stop_state
             raise self.stop(reason, limit, detail)
 
