@@ -20,7 +20,7 @@ from langchain.agents.middleware import AgentMiddleware, AgentState, hook_config
 
 from .core import config
 from .core.run import current_run
-from .instrumentation.frameworks.langchain import stop_message
+from .instrumentation.frameworks.langchain import interrupt_at_limit, stop_message
 from .model.budget import Budget
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,9 @@ class BudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         node = current_run()
         if node is None or node.allows() or node.stop_state is None:
             return None
-        return {"jump_to": "end", "messages": [stop_message(node, node.stop(*node.stop_state))]}
+        stop = node.stop(*node.stop_state)
+        interrupt_at_limit(node, stop)  # a limit pause with a checkpointer: LangGraph's interrupt()
+        return {"jump_to": "end", "messages": [stop_message(node, stop)]}
 
     @hook_config(can_jump_to=["end"])
     async def abefore_model(self, state: AgentState[Any], runtime: Any) -> dict[str, Any] | None:

@@ -108,3 +108,55 @@ def test_poll_allowance_applies_to_its_tool_only(otel, llm, oai):
         chat_loop(oai, {"wait_for_ci": lambda pr: "pending", "read": lambda n: "same page"})
     assert run.outcome.stop_reason is ob.StopReason.STALLED
     assert run.outcome.detail.startswith("read returned the same result 3 times")
+
+
+def test_a_poll_stop_names_the_poll_allowance_not_max_repeats(otel, llm, loop):
+    n = iter(range(1000))
+    script(llm, [("wait_for_ci", {"pr": 7})] * 25)
+    with ob.run("ci-poll", budget=ob.Budget(polls={"wait_for_ci": 20})) as run:
+        loop({"wait_for_ci": lambda pr: f"pending #{next(n)}"})  # results change: only the requests repeat
+    out = run.outcome
+    assert out.stop_reason is ob.StopReason.REPEAT and out.limit == "max_repeats"
+    assert model_requests(llm) == 20
+    assert "20 times in a row (polls['wait_for_ci']=20)" in out.detail
+    assert "max_repeats=" not in out.detail
+    assert out.wrap_up.startswith("Stopped at a limit: max_repeats (the same tool call 20 times in a row).")
+    assert "polls['wait_for_ci']=20" in out.wrap_up
+
+
+def test_a_poll_stall_names_the_poll_allowance_and_other_tools_keep_the_defaults(otel, llm, oai):
+    script(llm, [("wait_for_ci", {"pr": n}) for n in range(6)] + [("read", {"n": n}) for n in range(4)])
+    with ob.run("ci-stall", budget=ob.Budget(polls={"wait_for_ci": 4})) as run:
+        chat_loop(oai, {"wait_for_ci": lambda pr: "pending", "read": lambda n: "same page"})
+    out = run.outcome
+    assert out.stop_reason is ob.StopReason.STALLED and out.limit == "max_stalls"
+    assert model_requests(llm) == 4  # the 4th unchanged status stops it before the 5th call
+    assert out.detail.startswith("wait_for_ci returned the same result 4 times in a row")
+    assert "(polls['wait_for_ci']=4)" in out.detail and "max_stalls=" not in out.detail
+    assert out.wrap_up.startswith("Stopped: no progress (max_stalls). wait_for_ci returned the same result 4 times")
+
+    llm.reset()
+    script(llm, [("read", {"n": n}) for n in range(4)])
+    with ob.run("read-stall", budget=ob.Budget(polls={"wait_for_ci": 4})) as run:
+        chat_loop(oai, {"read": lambda n: "same page"})
+    assert run.outcome.stop_reason is ob.StopReason.STALLED and "(max_stalls=3)" in run.outcome.detail
+
+
+def test_a_cycle_through_a_poll_and_an_at_tool_poll_name_the_allowance(otel, llm, oai):
+    n = iter(range(1000))
+    script(llm, [("wait_for_ci", {"pr": 7}), ("read_log", {})] * 6)
+    with ob.run("ci-cycle", budget=ob.Budget(polls={"wait_for_ci": 4})) as run:
+        chat_loop(oai, {"wait_for_ci": lambda pr: f"pending #{next(n)}", "read_log": lambda: f"log #{next(n)}"})
+    assert run.outcome.stop_reason is ob.StopReason.REPEAT
+    assert model_requests(llm) == 8  # the cycle may repeat as often as the poll allows
+    assert "wait_for_ci -> read_log" in run.outcome.detail and "(polls['wait_for_ci']=4)" in run.outcome.detail
+
+    @ob.tool
+    def wait_for_ci(pr: int) -> str:
+        return f"pending #{next(n)}"
+
+    with ob.run("ci-tool", budget=ob.Budget(polls={"wait_for_ci": 3})) as run:
+        for _ in range(5):
+            wait_for_ci(7)
+    assert run.outcome.stop_reason is ob.StopReason.REPEAT
+    assert "was not run" in run.outcome.detail and "(polls['wait_for_ci']=3)" in run.outcome.detail

@@ -39,6 +39,7 @@ class RunNode(Protocol):
 
     stop_state: tuple[StopReason, str | None, str] | None
     framework_approval: bool
+    limit_declined: bool
     saved_state: Any
 
     @property
@@ -166,9 +167,11 @@ class ApprovalState:
     @staticmethod
     def _decide_limit(node: RunNode, call: PendingCall, approved: bool | None) -> None:
         """A limit pause: approval goes on under the resumed run's limits (the quota used counts against them, so
-        nothing grows unless they are larger); a rejection ends the run with the limit's own stop reason."""
+        nothing grows unless they are larger); a rejection ends the run with the limit's own stop reason, and
+        nothing more is sent whatever limits the resumed run has."""
         if approved is not False or node.stop_state is not None or call.limit not in _budget.LIMITS:
             return
+        node.limit_declined = True
         reason = _budget.LIMITS[call.limit][1]
         node.stop_state = (reason, call.limit, f"a person declined to raise {call.limit} after the run reached it; "
                            "the run ended there.")

@@ -210,6 +210,7 @@ class RunNode:
         self.unenforced = 0  # calls a shared store let through without its cap (fail="open")
         self.truncated_by_budget = False  # an answer was cut at the output limit the budget set (note_truncation)
         self.framework_approval = False  # a framework pauses for approval itself (see ApprovalState.on_request)
+        self.limit_declined = False  # a person declined to raise a limit it paused at: nothing more is sent
         self.open_calls: set[Any] = set()  # calls admitted here and not settled yet (calls.Guard)
 
     # --- limits -----------------------------------------------------------------------------------------
@@ -346,7 +347,7 @@ class RunNode:
         if self.deadline is not math.inf and time.monotonic() >= self.deadline + self._paused_chain():
             raise self.stop(StopReason.TIME, "max_seconds", f"{what} was not sent: the run's time is up.",
                             by=self._deadline_owner())
-        if self.stop_state is not None and self.stop_state[0] in _GATED_STOPS:
+        if self.stop_state is not None and (self.stop_state[0] in _GATED_STOPS or self.limit_declined):
             reason, limit, detail = self.stop_state
             raise self.stop(reason, limit, detail)
 
@@ -790,7 +791,7 @@ class RunNode:
                     StopReason.REPEAT,
                     "max_repeats",
                     f"the model requested {name} with the same arguments {self._request_streak} times in a row "
-                    f"(max_repeats={limit}); the next model call was not sent.",
+                    f"({self.allowance([name], 'max_repeats', limit)}); the next model call was not sent.",
                 )
         if lg.headroom(self.accounts, "tool_calls") < 0:
             self.stop(
@@ -810,6 +811,13 @@ class RunNode:
         polls = self.budget.polls
         return polls.get(name, self.budget.max_stalls)
 
+    def allowance(self, tools: list[str], field: str, cap: int) -> str:
+        """How a stop's detail names the allowance it met: `polls['wait_for_ci']=20` when a poll of one of
+        `tools` set `cap`, else `max_repeats=3` / `max_stalls=3` (`field`)."""
+        polls = self.budget.polls
+        poll = next((t for t in tools if polls.get(t) == cap), None)
+        return f"polls[{poll!r}]={cap}" if poll is not None else f"{field}={cap}"
+
     def _cycle(self, history: list[tuple[str, str]]) -> tuple[list[str], int] | None:
         if self.budget.max_repeats is None and not self.budget.polls:
             return None
@@ -826,7 +834,7 @@ class RunNode:
             self.stop_state = (
                 StopReason.REPEAT, "max_repeats",
                 f"{who} the cycle {' -> '.join(tools)} (the same actions with the same arguments) {cap} times in a "
-                f"row (max_repeats={cap}); {then}.",
+                f"row ({self.allowance(tools, 'max_repeats', cap)}); {then}.",
             )
 
     def note_results(self, results: list[tuple[str | None, str | None, Any]], executed: bool = False) -> None:
@@ -843,7 +851,7 @@ class RunNode:
                 self.stop_state = (
                     StopReason.STALLED, "max_stalls",
                     f"{tool} returned the same result {streak} times in a row, whatever its arguments "
-                    f"(max_stalls={limit}); the next call was not sent.",
+                    f"({self.allowance([tool], 'max_stalls', limit)}); the next call was not sent.",
                 )
 
     def read_results(self, body: Any, key: str) -> None:
@@ -879,14 +887,14 @@ class RunNode:
             raise self.stop(
                 StopReason.REPEAT, "max_repeats",
                 f"{what} was not run: it would complete the cycle {' -> '.join(tools)} (the same actions with the "
-                f"same arguments) {cap} times in a row (max_repeats={cap}).",
+                f"same arguments) {cap} times in a row ({self.allowance(tools, 'max_repeats', cap)}).",
             )
         if limit is not None and streak >= limit:
             raise self.stop(
                 StopReason.REPEAT,
                 "max_repeats",
                 f"{what} was not run: it would run with the same arguments {streak} times in a row "
-                f"(max_repeats={limit}).",
+                f"({self.allowance([name], 'max_repeats', limit)}).",
             )
         amounts: dict[str, float] = {}
         with self.lock:

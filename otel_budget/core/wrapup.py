@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from ..model.budget import LIMITS, StopReason, plural, usd
@@ -9,6 +10,9 @@ from ..model.outcome import RunOutcome
 
 if TYPE_CHECKING:
     from .node import RunNode
+
+_ALLOWANCE = re.compile(r"\((?:max_repeats|polls\[.*?\])=(\d+)\)")
+"""`(max_repeats=3)` or `(polls['wait_for_ci']=20)` in a repeat stop's detail (node.RunNode.allowance)."""
 
 _REASON_TEXT = {
     StopReason.INCOMPLETE: "Stopped: the model stopped, but the work is not confirmed done (incomplete).",
@@ -61,9 +65,8 @@ def _used_of(node: RunNode, outcome: RunOutcome, limit: str) -> str:
 
 def _repeat_cap(detail: str, node: RunNode) -> int | None:
     """The allowance a repeat stop met (a poll's own, or max_repeats), as its detail names it."""
-    _, _, rest = detail.partition("(max_repeats=")
-    number = rest.split(")", 1)[0]
-    return int(number) if number.isdigit() else node.budget.max_repeats
+    found = _ALLOWANCE.search(detail)
+    return int(found.group(1)) if found else node.budget.max_repeats
 
 
 def template_wrap_up(node: RunNode, outcome: RunOutcome, model_text: str | None = None) -> str:

@@ -86,6 +86,17 @@ def test_a_declined_limit_ends_the_run_with_the_limits_own_reason(priced, llm, o
     assert run.outcome.wrap_up.startswith("Stopped at a limit: max_usd")
 
 
+def test_a_declined_limit_sends_nothing_more_even_under_a_larger_budget(priced, llm, oai):
+    paused = _pause_at_cost(oai, llm).outcome.paused
+    before = len(llm.requests)
+    with otel_budget.resume(paused, approved=False, budget=Budget(max_usd=5.0)) as run:
+        for _ in range(3):  # code that asks without looking at run.allows(): each call is refused, not sent
+            with pytest.raises(BudgetExceeded):
+                agent.ask(oai)
+    assert len(llm.requests) == before
+    assert run.outcome.stop_reason is StopReason.COST and run.outcome.limit == "max_usd"
+
+
 @pytest.mark.parametrize("budget", [None, Budget(max_usd=0.40)], ids=["saved-budget", "same-cap"])
 def test_a_resume_without_a_larger_budget_pauses_again_at_once(priced, llm, oai, budget):
     first = _pause_at_cost(oai, llm).outcome

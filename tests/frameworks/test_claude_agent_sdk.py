@@ -160,7 +160,8 @@ def test_runaway_query_is_stopped_by_cost_without_overshoot(
     )
     opts = options(scripted_llm, tmp_path)
     opts.env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] = "2000"
-    opts.otel_budget = otel_budget.Budget(max_usd=0.40)  # type: ignore[attr-defined]
+    # The same answer to every page would stop it as a stall (max_stalls) first: only the money cap is tested here.
+    opts.otel_budget = otel_budget.Budget(max_usd=0.40, max_stalls=None)  # type: ignore[attr-defined]
     messages = collect("find it", opts)
     done = outcome(messages[-1])
     assert done is not None and done.stop_reason == "cost" and done.limit == "max_usd"
@@ -172,6 +173,56 @@ def test_runaway_query_is_stopped_by_cost_without_overshoot(
     last_input = len(json.dumps(scripted_llm.requests[-1].body)) / 4
     assert done.usage.cost_usd + (last_input * 3.0 + 2000 * 15.0) / 1e6 > 0.40
     assert messages[-1].is_error and messages[-1].result.startswith("Stopped at a limit: max_usd")
+
+
+READ = "mcp__docs__read_page"
+PAGES = ["A", "A", "B", "A", "A", "B", "A"]  # the same answer twice at most in a row, never three times
+
+
+@tool("read_page", "Read one page of invoices", {"page": int})
+async def read_page(args: dict[str, Any]) -> dict[str, Any]:
+    executed.append(args)
+    return {"content": [{"type": "text", "text": f"invoices {PAGES[args['page']]}"}]}
+
+
+@pytest.mark.parametrize("max_usd", [None, 5.0], ids=["steps-cap", "money-cap"])
+def test_a_stuck_portal_is_stopped_by_stalled_before_the_fourth_call(
+    scripted_llm: ScriptedLLM, otel: Any, tmp_path: Path, max_usd: float | None
+) -> None:
+    """The tool_result blocks the CLI sends back feed the stall check: the same answer to changing pages. Under a
+    money cap the CLI appends its budget reminders (`USD budget: $x/$y`), which change every turn, to each result."""
+    counter = iter(range(1000))
+    scripted_llm.responder = lambda request: Turn(
+        tool_calls=[ToolCall(LOOKUP, {"q": f"page {next(counter)}"})], input_tokens=100, output_tokens=10
+    )
+    opts = options(scripted_llm, tmp_path)
+    opts.otel_budget = otel_budget.Budget(max_steps=8, max_usd=max_usd)  # type: ignore[attr-defined]
+    messages = collect("find it", opts)
+    done = outcome(messages[-1])
+    assert done is not None and done.stop_reason == "stalled" and done.limit == "max_stalls"
+    assert len(scripted_llm.requests) == 3 == done.usage.model_calls  # the 4th call was never sent
+    assert len(executed) == 3  # three unchanged results were read from the requests that carried them
+    assert done.detail.startswith(f"{LOOKUP} returned the same result 3 times in a row")
+    assert messages[-1].is_error and messages[-1].result.startswith("Stopped: no progress (max_stalls).")
+    reminded = "USD budget:" in json.dumps(scripted_llm.requests[-1].body["messages"][-1])
+    assert reminded is (max_usd is not None)  # the money cap's variant does carry the CLI's changing reminders
+    (run_span,) = _spans(otel, "invoke_agent")
+    assert run_span.attributes["stop.reason"] == "stalled"
+
+
+def test_the_same_results_not_in_a_row_never_stall(scripted_llm: ScriptedLLM, otel: Any, tmp_path: Path) -> None:
+    turns = [Turn(tool_calls=[ToolCall(READ, {"page": n})], input_tokens=100, output_tokens=10)
+             for n in range(len(PAGES))]
+    scripted_llm.script(*turns, Turn(text="All pages read.", input_tokens=100, output_tokens=5))
+    opts = options(scripted_llm, tmp_path)
+    opts.mcp_servers = {"docs": create_sdk_mcp_server("docs", tools=[lookup, read_page])}
+    opts.allowed_tools = [*opts.allowed_tools, READ]
+    messages = collect("read every page", opts)
+    done = outcome(messages[-1])
+    assert done is not None and done.stop_reason == "done", done.detail
+    assert len(scripted_llm.requests) == len(PAGES) + 1 == done.usage.model_calls
+    assert len(executed) == len(PAGES)
+    assert messages[-1].result == "All pages read."
 
 
 def test_subagent_draws_from_the_parent_budget(scripted_llm: ScriptedLLM, otel: Any, tmp_path: Path) -> None:

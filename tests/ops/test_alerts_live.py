@@ -3,7 +3,8 @@
 An agent run (real openai SDK against ScriptedLLM) makes 9 of its 10 allowed steps and pauses; the
 OpenTelemetry Prometheus exporter serves its metrics on 127.0.0.1; Prometheus 2.42 scrapes and evaluates
 every second with a copy of grafana/prometheus/rules/*.rules.yaml whose `for:` is shortened. The near-cap
-alert must fire while the run is paused; after the run stops at its step limit, the stopped-run alert.
+alert must fire while the run is paused; after the run stops at its step limit, the stopped-run alert. A run
+paused at a limit (`on_limit="pause"`) must show as `stop_reason="awaiting_approval"` and fire the awaiting alert.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from .contract import RULES_DIR
 from .prometheus_server import MetricsEndpoint, PrometheusProcess
 
 RUN_NAME = "live-agent"
+PAUSED_RUN_NAME = "live-paused-agent"
 WAIT_SECONDS = 60.0
 
 
@@ -142,3 +144,29 @@ def test_near_cap_alert_fires_while_a_run_is_paused_and_stopped_alert_after_it_s
         finally:
             resume.set()
             thread.join(WAIT_SECONDS)
+
+
+def test_a_run_paused_at_a_limit_is_scraped_as_awaiting_approval_and_fires_the_decision_alert(
+    metrics: MetricsEndpoint,
+) -> None:
+    with ScriptedLLM() as llm:
+        llm.default = Turn(text="working on it", input_tokens=120, output_tokens=30)
+        client = OpenAI(base_url=llm.openai_base_url, api_key="test", max_retries=0)
+        with otel_budget.run(PAUSED_RUN_NAME, budget=otel_budget.Budget(max_steps=2, on_limit="pause")) as run:
+            while run.allows():
+                client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "go"}])
+        assert run.outcome is not None and run.outcome.stop_reason == otel_budget.StopReason.AWAITING_APPROVAL
+        assert run.outcome.limit == "max_steps"
+        assert len(llm.requests) == 2  # the third call was refused before it was sent
+
+    with PrometheusProcess([metrics.target], rules=_rules_with_short_for(), interval="1s") as prom:
+        _wait_for(
+            prom,
+            "AgentRunAwaitingApproval did not fire for the run paused at max_steps",
+            lambda a: _firing(a, "AgentRunAwaitingApproval", run_name=PAUSED_RUN_NAME),
+        )
+        runs = prom.query(f'otel_budget_runs_total{{run_name="{PAUSED_RUN_NAME}"}}')
+        assert [(s["metric"]["stop_reason"], float(s["value"][1])) for s in runs] == [("awaiting_approval", 1.0)]
+        (alert,) = [a for a in prom.alerts() if a["labels"]["alertname"] == "AgentRunAwaitingApproval"]
+        assert "resume or decline" in alert["annotations"]["summary"]
+        assert not _active(prom.alerts(), "AgentRunStoppedByLimit")

@@ -180,12 +180,13 @@ def test_grafana_alert_rule_queries_parse_and_use_provisioned_uids(rule: dict[st
         assert int(annotations["__panelId__"]) in {p["id"] for p in _panels(dashboard)}
 
 
-def test_grafana_alerts_and_prometheus_rules_are_the_same_two_alerts() -> None:
+def test_grafana_alerts_and_prometheus_rules_are_the_same_alerts() -> None:
     prometheus = _prometheus_rules()
     grafana = {r["uid"]: r for r in _alert_rules()}
     pairs = {
         "otel-budget-run-near-cap": "AgentRunNearCap",
         "otel-budget-run-stopped-by-limit": "AgentRunStoppedByLimit",
+        "otel-budget-run-awaiting-approval": "AgentRunAwaitingApproval",
     }
     assert set(grafana) == set(pairs) and set(prometheus) == set(pairs.values())
     for uid, alert in pairs.items():
@@ -193,6 +194,7 @@ def test_grafana_alerts_and_prometheus_rules_are_the_same_two_alerts() -> None:
         assert normalize_promql(query) == normalize_promql(prometheus[alert]["expr"]), uid
         assert grafana[uid]["labels"] == prometheus[alert]["labels"]
         assert grafana[uid]["for"] == prometheus[alert].get("for", "0s"), uid
+        assert grafana[uid]["annotations"]["summary"] == prometheus[alert]["annotations"]["summary"], uid
 
 
 @pytest.mark.parametrize("alert", sorted(_prometheus_rules()))
@@ -204,3 +206,18 @@ def test_near_cap_alert_uses_the_near_line_and_stopped_alert_excludes_done_and_a
     rules = _prometheus_rules()
     assert ">= 0.8" in rules["AgentRunNearCap"]["expr"]
     assert 'stop_reason!~"done|awaiting_approval"' in rules["AgentRunStoppedByLimit"]["expr"]
+
+
+def test_awaiting_approval_alert_and_stat_count_only_paused_runs_and_say_what_to_do() -> None:
+    rule = _prometheus_rules()["AgentRunAwaitingApproval"]
+    assert rule["expr"].count('stop_reason="awaiting_approval"') == 2
+    assert "offset 5m" in rule["expr"]  # the first pause of a name creates its series at 1
+    assert "resume or decline" in rule["annotations"]["summary"]
+    assert "approved=True" in rule["annotations"]["description"]
+    assert "approved=False" in rule["annotations"]["description"]
+    (grafana,) = [r for r in _alert_rules() if r["uid"] == "otel-budget-run-awaiting-approval"]
+    dashboard = {d["uid"]: d for _, d in _dashboards()}[grafana["annotations"]["__dashboardUid__"]]
+    (panel,) = [p for p in _panels(dashboard) if p["id"] == int(grafana["annotations"]["__panelId__"])]
+    assert panel["type"] == "stat"
+    (target,) = panel["targets"]
+    assert target["expr"].count('stop_reason="awaiting_approval"') == 3

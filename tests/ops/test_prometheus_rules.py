@@ -91,3 +91,35 @@ def test_dashboard_runs_by_stop_reason_counts_series_born_inside_the_range(tmp_p
     (tmp_path / "dashboard.test.yaml").write_text(yaml.safe_dump(test))
     result = _run("test", "rules", "dashboard.test.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_dashboard_paused_stat_counts_only_awaiting_approval_runs(tmp_path: Path) -> None:
+    """The "Paused for a decision" stat counts runs paused in the range, a new series too, and no other stop."""
+    dashboard = json.loads((DASHBOARDS / "agent-budgets.json").read_text())
+    (expr,) = [
+        t["expr"] for p in dashboard["panels"] if p["title"] == "Paused for a decision" for t in p["targets"]
+    ]
+    expr = expr.replace('run_name=~"$run_name"', 'run_name=~".*"').replace("$__range", "10m")
+    series = {
+        ("a", "awaiting_approval"): "1x32 2x28",  # old, one more pause inside the range
+        ("b", "awaiting_approval"): "_x34 1x26",  # born inside the range at 1
+        ("a", "cost"): "_x34 1x26",
+        ("a", "done"): "0+1x60",
+    }
+    test = {
+        "rule_files": [],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [
+                    {"series": f'otel_budget_runs_total{{run_name="{n}", stop_reason="{r}"}}', "values": v}
+                    for (n, r), v in series.items()
+                ],
+                "promql_expr_test": [{"expr": expr, "eval_time": "40m", "exp_samples": [{"labels": "{}", "value": 2}]}],
+            }
+        ],
+    }
+    (tmp_path / "dashboard.test.yaml").write_text(yaml.safe_dump(test))
+    result = _run("test", "rules", "dashboard.test.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr

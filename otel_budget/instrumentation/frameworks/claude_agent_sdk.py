@@ -5,8 +5,9 @@ The SDK drives the Claude Code CLI, which makes the model calls itself, so this 
 - the gate: the CLI reaches the model through `ANTHROPIC_BASE_URL`, which we point at a loopback gateway
   (`_claude_gateway`). Every model request, the main agent's and each subagent's, is admitted there before it
   is forwarded to the API the CLI would have used; a request that does not fit is never sent and is answered
-  with the wrap-up instead, which ends that agent's turn. The response streams through the gateway, which
-  reads its usage and tool requests on the way (the meter);
+  with the wrap-up instead, which ends that agent's turn. The `tool_result` blocks a request carries (without
+  the CLI's own `<system-reminder>` text) feed the stall check (`max_stalls`) before it is admitted. The
+  response streams through the gateway, which reads its usage and tool requests on the way (the meter);
 - the hooks: `PreToolUse` denies a tool once the run stopped (repeat, tool-call cap) and refuses a delegation
   (`Agent`/`Task`) beyond `Budget.max_depth`; `SubagentStart` / `SubagentStop` open and close each subagent's
   child run (`invoke_agent {agent_type}`), which its requests (the CLI tags them `x-claude-code-agent-id`) are
@@ -31,6 +32,7 @@ import json
 import logging
 import math
 import os
+import re
 import secrets
 import threading
 from collections.abc import Iterator
@@ -72,6 +74,32 @@ _REFUSAL_ID = "msg_otel_budget_"
 _OUTCOME_ATTR = "otel_budget_outcome"
 _ids = itertools.count(1)
 _sessions: dict[str, Session] = {}
+
+
+#: What the CLI appends to a tool's result on its way to the model (tokens and USD left): not the tool's answer.
+_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>\s*", re.DOTALL)
+
+
+def _tool_results(request: dict[str, Any]) -> dict[str, Any]:
+    """The request's last message with the CLI's `<system-reminder>` text taken out of its `tool_result` blocks
+    (they change every turn), so the stall check reads what the tools returned, as for the anthropic SDK."""
+    messages = request.get("messages")
+    last = messages[-1] if isinstance(messages, list) and messages else None
+    if not isinstance(last, dict) or not isinstance(last.get("content"), list):
+        return {"messages": [last] if last is not None else []}
+    blocks = [{**block, "content": _without_reminders(block.get("content"))}
+              if isinstance(block, dict) and block.get("type") == "tool_result" else block
+              for block in last["content"]]
+    return {"messages": [{**last, "content": blocks}]}
+
+
+def _without_reminders(content: Any) -> Any:
+    if isinstance(content, str):
+        return _REMINDER.sub("", content)
+    if isinstance(content, list):
+        return [{**part, "text": _REMINDER.sub("", part["text"])}
+                if isinstance(part, dict) and isinstance(part.get("text"), str) else part for part in content]
+    return content
 
 
 def outcome(obj: Any) -> Any:
@@ -130,6 +158,7 @@ class Session:
         limit = request.get("max_tokens")
         call = ModelCall(sc.PROVIDER_ANTHROPIC, sc.OP_CHAT, str(request.get("model") or self.model),
                          limit if isinstance(limit, int) else None, request.get("stream") is True)
+        call.results = (_tool_results(request), "messages")  # what its tools returned: the stall check
         node = agent.node
         with agent.current():
             try:

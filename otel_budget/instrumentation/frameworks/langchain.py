@@ -33,6 +33,14 @@
   call is one our policy (`Budget(approve=[...])`) names, the resume value is the person's decision: `True` /
   `"approve"` / `{"type": "approve"}` grants exactly that call, `False` / `"reject"` / `{"type": "reject"}`
   ends the run `denied` (or goes on with the policy's `alternative`); anything else decides nothing.
+- A limit pause (`Budget(on_limit="pause")`) in a graph with a checkpointer is LangGraph's own `interrupt()`: the
+  refused model call is not sent, the node interrupts with the limit as the value (`{"kind": "limit", "limit",
+  "used", "cap", "run", "detail", "paused": <PausedRun JSON>}`), and `Command(resume=True)` on the thread goes on
+  under the budget that call brings (`config["configurable"]["otel_budget"]`, else the saved one), with the quota
+  used counted, so it never passes the new limits; `Command(resume=False)` ends the run with the limit's own stop
+  reason and the wrap-up as the last message. The pause travels in the checkpoint: a resume in another process
+  reads it there (a checkpointer that can be read synchronously). Without a checkpointer the graph returns with
+  the wrap-up message, and `otel_budget.resume(paused_run(thread), ...)` around a new call goes on.
 """
 
 from __future__ import annotations
@@ -57,7 +65,7 @@ from ...model.outcome import BudgetExceeded
 from ...model.paused import PausedRun
 from ...model.signatures import canonical_arguments
 from .._patch import Patches
-from ._framework import budget_from, stop_text
+from ._framework import budget_from, limit_pause, limit_value, stop_text
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +115,8 @@ class _GraphCall:
         if current_run() is None and self.thread is not None and self.resumes:
             with _carried_lock:
                 self.carried = _carried.get((self.name, self.thread))
+            if self.carried is None:  # e.g. another process: the checkpoint may hold a limit pause
+                self.carried = _checkpointed_pause(instance, config)
 
     def make_run(self) -> Run:
         """A fresh run, or the paused run of this thread going on (`Command(resume=...)` after `interrupt()`)."""
@@ -131,6 +141,23 @@ class _GraphCall:
             _carried.move_to_end(key)
             while len(_carried) > _CARRIED_MAX:
                 _carried.popitem(last=False)
+
+
+def _checkpointed_pause(graph: Any, config: Any) -> PausedRun | None:
+    """The limit pause a thread's checkpoint holds in its `interrupt()` value (`interrupt_at_limit`), so a
+    `Command(resume=...)` in another process goes on with the quota used. None when there is none or the graph's
+    checkpointer cannot be read synchronously."""
+    if getattr(graph, "checkpointer", None) is None or not isinstance(config, dict):
+        return None
+    try:
+        interrupts = graph.get_state(config).interrupts
+        for item in interrupts:
+            value = getattr(item, "value", None)
+            if isinstance(value, dict) and value.get("kind") == "limit" and isinstance(value.get("paused"), dict):
+                return PausedRun.model_validate(value["paused"])
+    except Exception:  # noqa: BLE001 - the call starts as a fresh run; say so
+        log.warning("otel-budget: could not read a limit pause from the thread's checkpoint", exc_info=True)
+    return None
 
 
 def _middleware_budget(graph: Any) -> Budget | None:
@@ -401,6 +428,35 @@ def _cut_now(node: RunNode | None, was_cut: bool) -> BudgetExceeded | None:
     return node.stop(*node.stop_state)
 
 
+#: How many earlier resume values of one node a limit pause passes over before it gives up on `interrupt()`.
+_RESUMES_MAX = 1000
+
+
+def interrupt_at_limit(node: RunNode, exc: BudgetExceeded) -> None:
+    """A limit pause (`Budget(on_limit="pause")`) in a graph node with a checkpointer is LangGraph's own
+    `interrupt()`: this raises `GraphInterrupt` with the limit as its value (kind, limit, used, cap, run, detail,
+    and the `PausedRun` JSON as `paused`), and `Command(resume=...)` on the thread is the decision. Returns without
+    raising when the graph cannot pause that way (no checkpointer, not in a graph node): the caller then answers
+    with the wrap-up."""
+    pending = limit_pause(node, exc)
+    if pending is None:
+        return
+    try:
+        from langgraph.config import get_config
+        from langgraph.types import interrupt
+
+        if not get_config().get("configurable", {}).get("__pregel_checkpointer"):
+            return
+    except Exception:  # noqa: BLE001 - not inside a graph node (or no langgraph): no interrupt to raise
+        return
+    value = limit_value(pending, node)
+    if node.approval is not None:
+        with contextlib.suppress(Exception):  # the pause travels with the checkpoint, for another process
+            value["paused"] = node.approval.paused_run(node).model_dump(mode="json")
+    for _ in range(_RESUMES_MAX):
+        interrupt(value)  # returns only a resume value given to an earlier pause of this node: the call still waits
+
+
 def _generate(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     node = _graph_node()
     was_cut = node is not None and node.truncated_by_budget
@@ -410,6 +466,7 @@ def _generate(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[s
         stopped = _stopped_graph_node(exc)
         if stopped is None:
             raise
+        interrupt_at_limit(stopped, exc)
         return _stop_result(stopped, exc)
     except Exception:
         cut = _cut_now(node, was_cut)
@@ -428,6 +485,7 @@ async def _agenerate(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs:
         stopped = _stopped_graph_node(exc)
         if stopped is None:
             raise
+        interrupt_at_limit(stopped, exc)
         return _stop_result(stopped, exc)
     except Exception:
         cut = _cut_now(node, was_cut)

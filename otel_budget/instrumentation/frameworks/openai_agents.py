@@ -22,13 +22,25 @@
   the run goes on with the quota it used, the approval covers exactly that call (other arguments ask again),
   and a rejection of a call our policy names ends the run `denied` (or tells the model the policy's
   `alternative`). In another process, `state = await load_state(agent, paused)` first.
+- A limit pause (`Budget(on_limit="pause")`) is one of the SDK's interruptions too: the refused model call is not
+  sent; it is answered by a call to the `otel_budget_limit` tool (arguments: limit, used, cap), which needs
+  approval, so `result.interruptions` holds it and `result.to_state()` (`to_string()` / `RunState.from_string`,
+  in any process) keeps the pause with the quota used. `state.approve(item)` and `Runner.run(agent, state,
+  context={"otel_budget": Budget(max_usd=...)})` (or `hooks=BudgetHooks(...)`: a budget given to the resuming
+  call wins over the one saved in the state) goes on under those limits with the quota used counted, so it never
+  passes them; without a new budget it pauses again at once. `state.reject(item)` ends the run with the limit's
+  own stop reason and the wrap-up as the final output. The tool and its items are never sent to the model (the
+  SDK's OpenAI models; it is added only to runs that pause at limits).
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import json
 import logging
 import threading
+import uuid
 import weakref
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
@@ -45,7 +57,7 @@ from ...model.paused import PausedRun, PendingCall
 from ...model.signatures import canonical_arguments
 from ...telemetry import semconv as sc
 from .._patch import Patches
-from ._framework import BUDGET_KEY, budget_from, stop_text
+from ._framework import BUDGET_KEY, budget_from, limit_pause, stop_text
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +70,12 @@ _paused_lock = threading.Lock()
 _PAUSED_MAX = 10_000
 #: Our top-level key in the SDK's `RunState` JSON: the pause (quota used, decisions) travels with the state.
 _STATE_KEY = "otel_budget"
+#: The tool through which a limit pause (`on_limit="pause"`) becomes one of the SDK's own interruptions: a refused
+#: model call is answered by a call to it, which needs approval. The model never sees it (see `_model_view`).
+LIMIT_TOOL = "otel_budget_limit"
+_LIMIT_CALL_PREFIX = "otel_budget_limit_"
+#: Set while the SDK restores a `RunState` paused at a limit: the agent's tools then include LIMIT_TOOL.
+_restoring_limit: contextvars.ContextVar[bool] = contextvars.ContextVar("otel_budget_restoring_limit", default=False)
 
 
 def outcome(result: Any) -> RunOutcome | None:
@@ -219,7 +237,8 @@ def _our_pauses(run_state: Any) -> tuple[list[Any], list[tuple[PausedRun, str, A
         tool, arguments, call_id = _call_of(item)
         with _paused_lock:
             paused = _paused.get(call_id) if call_id else None
-        if paused is not None and paused.pending is not None and paused.pending.tool == tool:
+        if paused is not None and paused.pending is not None and (
+                paused.pending.tool == tool or (paused.pending.kind == "limit" and tool == LIMIT_TOOL)):
             ours.append((paused, tool, arguments, call_id))
     return items, ours
 
@@ -251,7 +270,12 @@ async def _state_from_json(wrapped: Any, instance: Any, args: tuple[Any, ...], k
     """`RunState.from_json()` / `from_string()`: a pause carried in the JSON is kept for the resuming run."""
     state_json = args[1] if len(args) > 1 else kwargs.get("state_json")
     ours = state_json.get(_STATE_KEY) if isinstance(state_json, dict) else None
-    state = await wrapped(*args, **kwargs)
+    pending = ours.get("paused", {}).get("pending") if isinstance(ours, Mapping) else None
+    token = _restoring_limit.set(isinstance(pending, Mapping) and pending.get("kind") == "limit")
+    try:
+        state = await wrapped(*args, **kwargs)
+    finally:
+        _restoring_limit.reset(token)
     if isinstance(ours, Mapping) and isinstance(ours.get("paused"), Mapping):
         try:
             _remember(PausedRun.model_validate(ours["paused"]))
@@ -269,7 +293,8 @@ def _resumption(run_state: Any) -> tuple[PausedRun, bool | None, list[Any]] | No
     items, ours = _our_pauses(run_state)
     for paused, tool, arguments, call_id in ours:
         pending = paused.pending
-        if pending is None or canonical_arguments(pending.arguments) != canonical_arguments(arguments):
+        if pending is None or (pending.kind == "tool"
+                               and canonical_arguments(pending.arguments) != canonical_arguments(arguments)):
             continue
         with _paused_lock:
             _paused.pop(call_id or "", None)  # each pause is resumed once
@@ -290,10 +315,12 @@ def _decision(run_state: Any, tool: str, call_id: str | None) -> bool | None:
 
 def _open_run(agent: Any, context: Any, run_state: Any, hooks: Any = None) -> tuple[Run, list[Any]]:
     """The run of a `Runner.run`: a fresh one, or, for a state paused by us, the paused run going on (with the
-    state's interruptions). The budget comes from the context, else from `hooks=BudgetHooks(...)`."""
-    if context is None and run_state is not None:
-        context = getattr(getattr(run_state, "_context", None), "context", None)
+    state's interruptions). The budget comes from the context, else from `hooks=BudgetHooks(...)`; for a `RunState`
+    input, a budget given to this call (its `context`, else its hooks) wins over the one saved in the state's
+    context, so a resume can bring larger limits (`Runner.run(agent, state, context={"otel_budget": Budget(...)})`)."""
     budget = budget_from(context) or getattr(hooks, "budget", None)
+    if not isinstance(budget, Budget) and context is None and run_state is not None:
+        budget = budget_from(getattr(getattr(run_state, "_context", None), "context", None))
     if not isinstance(budget, Budget):
         budget = None
     found = _resumption(run_state)
@@ -357,6 +384,14 @@ def _pause_on_interruptions(node: RunNode, result: Any) -> None:
     except Exception:  # noqa: BLE001 - the pause still holds the call and the quota
         log.warning("otel-budget: could not serialize the SDK run state of a paused run", exc_info=True)
         state = None
+    limit = next((c for c in calls if c[0] == LIMIT_TOOL), None)
+    pending = node.approval.pending if node.approval is not None else None
+    if node.approval is not None and limit is not None and pending is not None and pending.kind == "limit":
+        with node.approval.lock:  # paused at a limit: the pending limit, answered through the SDK's call id
+            node.approval.pending = pending.model_copy(update={"call_id": limit[2]})
+        if state is not None:
+            node.saved_state = state
+        return
     pause(tool, arguments, call_id, state=state, node=node)
 
 
@@ -375,6 +410,52 @@ async def _function_needs_approval(wrapped: Any, instance: Any, args: tuple[Any,
     return evaluation
 
 
+# --- limit pauses: the SDK's own interruption ------------------------------------------------------------
+
+_limit_tool: Any = None
+
+
+def _the_limit_tool() -> Any:
+    """LIMIT_TOOL as a function tool that always needs approval; approving it lets the run go on."""
+    global _limit_tool
+    if _limit_tool is None:
+        from agents.tool import FunctionTool
+
+        async def on_invoke(ctx: Any, arguments: str) -> str:
+            return "A person decided to go on past the limit; the run goes on under the limits it was resumed with."
+
+        _limit_tool = FunctionTool(
+            name=LIMIT_TOOL,
+            description="otel-budget: the run reached a limit and waits for a person to raise it (never sent).",
+            params_json_schema={"type": "object", "properties": {"limit": {"type": "string"},
+                                                                 "used": {"type": "number"},
+                                                                 "cap": {"type": "number"}}},
+            on_invoke_tool=on_invoke,
+            strict_json_schema=False,
+            needs_approval=True,
+        )
+    return _limit_tool
+
+
+def _pauses_at_limits() -> bool:
+    if _restoring_limit.get():
+        return True
+    node = current_run()
+    return node is not None and any(n.budget.on_limit == "pause" for n in node.chain)
+
+
+async def _get_all_tools(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """An agent's tools; in a run that pauses at limits, with LIMIT_TOOL, so the SDK can interrupt for it."""
+    tools = await wrapped(*args, **kwargs)
+    try:
+        if _pauses_at_limits() and isinstance(tools, list) and not any(
+                getattr(t, "name", None) == LIMIT_TOOL for t in tools):
+            return [*tools, _the_limit_tool()]
+    except Exception:  # noqa: BLE001 - our bug must not break the agent (a limit pause then ends the run)
+        log.warning("otel-budget: could not add the limit tool", exc_info=True)
+    return tools
+
+
 # --- model calls: a refused call is answered by the wrap-up ------------------------------------------------
 
 
@@ -383,6 +464,20 @@ def _refused_here(exc: BudgetExceeded) -> RunNode | None:
     if node is None or node.id not in getattr(exc, "run_path", ()):
         return None
     return node
+
+
+def _stop_answer(node: RunNode, exc: BudgetExceeded) -> Any:
+    """The answer to a refused model call: a call to LIMIT_TOOL when the run pauses at a limit (the SDK then
+    interrupts for its approval), else the wrap-up message (the SDK ends the run with it)."""
+    pending = limit_pause(node, exc)
+    if pending is None:
+        return _wrap_up_message(node, exc)
+    from openai.types.responses import ResponseFunctionToolCall
+
+    arguments = {"limit": pending.limit, "used": pending.used, "cap": pending.cap}
+    call_id = f"{_LIMIT_CALL_PREFIX}{uuid.uuid4().hex[:24]}"
+    return ResponseFunctionToolCall(type="function_call", id=call_id, call_id=call_id, name=LIMIT_TOOL,
+                                    arguments=json.dumps(arguments), status="completed")
 
 
 def _wrap_up_message(node: RunNode, exc: BudgetExceeded) -> Any:
@@ -424,7 +519,7 @@ async def _get_response(wrapped: Any, instance: Any, args: tuple[Any, ...], kwar
         from agents.items import ModelResponse
         from agents.usage import Usage
 
-        return ModelResponse(output=[_wrap_up_message(node, stop)], usage=Usage(), response_id=None)
+        return ModelResponse(output=[_stop_answer(node, stop)], usage=Usage(), response_id=None)
 
 
 #: Input fields whose text is sent as it is: their length is a lower bound of the request's size.
@@ -469,17 +564,44 @@ def _precheck(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tupl
     return None
 
 
+def _is_limit_item(item: Any) -> bool:
+    call_id = item.get("call_id") if type(item) is dict else _get(item, "call_id")
+    return type(call_id) is str and call_id.startswith(_LIMIT_CALL_PREFIX)
+
+
+def _model_view(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """A model call's arguments without LIMIT_TOOL and the items of a limit pause (its call, the approval's output),
+    so the model sees the conversation as it was before the pause and never the tool (runs that pause at limits
+    only: no other run has them)."""
+    if not _pauses_at_limits():
+        return args, kwargs
+    names = ("system_instructions", "input", "model_settings", "tools")
+    values = {name: args[i] if len(args) > i else kwargs.get(name) for i, name in enumerate(names)}
+    items, tools = values["input"], values["tools"]
+    changed: dict[str, Any] = {}
+    if isinstance(items, list) and any(_is_limit_item(item) for item in items):
+        changed["input"] = [item for item in items if not _is_limit_item(item)]
+    if isinstance(tools, list) and any(getattr(t, "name", None) == LIMIT_TOOL for t in tools):
+        changed["tools"] = [t for t in tools if getattr(t, "name", None) != LIMIT_TOOL]
+    if not changed:
+        return args, kwargs
+    args = tuple(changed.get(names[i], v) if i < len(names) else v for i, v in enumerate(args))
+    return args, {**kwargs, **{k: v for k, v in changed.items() if k in kwargs}}
+
+
 async def _model_get_response(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    args, kwargs = _model_view(args, kwargs)
     found = _precheck(instance, args, kwargs)
     if found is None:
         return await wrapped(*args, **kwargs)
     from agents.items import ModelResponse
     from agents.usage import Usage
 
-    return ModelResponse(output=[_wrap_up_message(*found)], usage=Usage(), response_id=None)
+    return ModelResponse(output=[_stop_answer(*found)], usage=Usage(), response_id=None)
 
 
 def _model_stream_response(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    args, kwargs = _model_view(args, kwargs)
     return _prechecked_stream(wrapped, instance, args, kwargs)
 
 
@@ -496,11 +618,11 @@ async def _prechecked_stream(wrapped: Any, instance: Any, args: tuple[Any, ...],
 
 
 def _completed_event(node: RunNode, stop: BudgetExceeded) -> Any:
-    """The last event of a stream that ends with the wrap-up message instead of a model answer."""
+    """The last event of a stream that ends with the stop's answer (`_stop_answer`) instead of a model answer."""
     from openai.types.responses import Response, ResponseCompletedEvent
 
     response = Response.model_construct(
-        id="otel_budget_stop", object="response", output=[_wrap_up_message(node, stop)], usage=None,
+        id="otel_budget_stop", object="response", output=[_stop_answer(node, stop)], usage=None,
         status="completed", model="", created_at=0.0, parallel_tool_calls=False, tool_choice="none", tools=[],
     )
     return ResponseCompletedEvent(type="response.completed", response=response, sequence_number=0)
@@ -529,6 +651,8 @@ async def _guarded_stream(events: Any) -> AsyncIterator[Any]:
 async def _invoke_tool(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     tool = kwargs.get("function_tool")
     name = str(getattr(tool, "name", None) or "tool")
+    if name == LIMIT_TOOL:
+        return await wrapped(*args, **kwargs)  # the approval of a limit pause: not a tool call of the run
     call_id = getattr(kwargs.get("context"), "tool_call_id", None)
     try:
         state = begin_tool(name, kwargs.get("arguments"), call_id)
@@ -567,6 +691,11 @@ def instrument(patches: Patches) -> bool:
     if turn_resolution is not None and "function_needs_approval" in vars(turn_resolution):
         ok = patches.wrap(turn_resolution, "function_needs_approval", _function_needs_approval) and ok
     ok = _patch_models(patches) and ok
+    try:
+        from agents.agent import AgentBase
+    except ImportError:
+        AgentBase = None  # type: ignore[assignment,misc]  # noqa: N806
+    ok = AgentBase is not None and patches.wrap(AgentBase, "get_all_tools", _get_all_tools) and ok
     try:
         from agents.run_state import RunState
     except ImportError:
