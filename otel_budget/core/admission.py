@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import json
 import math
+import threading
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
@@ -15,7 +16,7 @@ from ..model.outcome import BudgetExceeded, UnknownPriceError
 from ..telemetry import semconv as sc
 from . import config
 from . import ledger as lg
-from .node_state import _DIM_REASON, _LOCAL_STORE, Admission, _holder
+from .node_state import _DIM_REASON, _LOCAL_STORE, Admission
 from .settlement import NodeSettlement
 
 #: Above this many output tokens of headroom the enforcer leaves a request without an output limit as it is.
@@ -28,7 +29,6 @@ _COUNT_DIMS = frozenset({"steps", "tool_calls"})
 _WAIT_DIMS = frozenset({"input_tokens", "output_tokens", "total_tokens", "usd"})
 #: The longest a refused call waits for one call in flight to settle before it is refused after all.
 _MAX_ADMISSION_WAIT = 60.0
-
 
 #: Request fields that do not change the input tokens: two requests that differ only in them share a prefix.
 _OUTPUT_FIELDS = frozenset({
@@ -75,6 +75,14 @@ def may_await_room() -> ContextVar[bool]:
     """The flag an async adapter sets around admission when it can await RoomPending."""
     return _MAY_AWAIT_ROOM
 
+
+def _holder() -> int:
+    """Who holds a call in flight: the asyncio task, else the thread."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        task = None
+    return id(task) if task is not None else threading.get_ident()
 
 
 class NodeAdmission(NodeSettlement):

@@ -18,12 +18,11 @@ from typing import TYPE_CHECKING, Any
 from ..model.budget import LIMITS, Budget, StopReason
 from ..model.outcome import RunOutcome
 from . import ledger as lg
+from .approval import ApprovalState
 from .progress import ProgressWatch
 
 if TYPE_CHECKING:
     from typing_extensions import Self
-
-    from .approval import ApprovalState
 
 #: The shared-scope store when `instrument(ledger=...)` names none: scopes shared within this process.
 _LOCAL_STORE = lg.MemoryLedger()
@@ -31,20 +30,6 @@ _ids = itertools.count(1)
 
 #: Ledger dimension -> (stop reason, Budget field).
 _DIM_REASON: dict[str, tuple[StopReason, str]] = {dim: (reason, f) for f, (dim, reason, _) in LIMITS.items()}
-
-
-def _holder() -> int:
-    """Who holds a call in flight: the asyncio task, else the thread."""
-    try:
-        task = asyncio.current_task()
-    except RuntimeError:
-        task = None
-    return id(task) if task is not None else threading.get_ident()
-
-
-def _wake(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
 
 
 class Admission:
@@ -68,7 +53,6 @@ class Admission:
         self.estimated = False  # input reserved at the estimate (the tree's one such call in flight), not the bound
         self.prompt_shape: tuple[str, tuple[str, ...], tuple[int, ...]] | None = None  # see _prompt_shape
         self.thread: int | None = None  # the task or thread that holds the call in flight (None once settled)
-
 
 
 class NodeState:
@@ -124,8 +108,6 @@ class NodeState:
         # Approvals, denials and the pending call are shared by the run tree (see approval.py).
         self.approval: ApprovalState | None = parent.approval if parent is not None else None
         if self.approval is None and (budget.approve is not None or budget.on_limit == "pause"):
-            from .approval import ApprovalState
-
             self.approval = ApprovalState()
         self.saved_state: Any = None  # what the code keeps for a resume (Run.checkpoint)
         self.extra_scopes: tuple[Any, ...] = ()  # scopes added to a started run (propagation: a tree across processes)

@@ -2,15 +2,21 @@
 run's carried-over usage, and the near-limit signal."""
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from ..model.budget import StopReason, Usage, check_cost
 from . import config
 from . import ledger as lg
-from .node_state import _DIM_REASON, _LOCAL_STORE, Admission, _wake
+from .node_state import _DIM_REASON, _LOCAL_STORE, Admission
 from .stops import NodeStops
 
 log = logging.getLogger(__name__)
+
+
+def _wake(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 class NodeSettlement(NodeStops):

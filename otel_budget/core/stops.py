@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING
 
 from ..model.budget import LIMITS, StopReason, Usage
 from ..model.outcome import BudgetExceeded, RunOutcome
+from ..model.paused import PendingCall
 from . import ledger as lg
+from .approval import ApprovalState
 from .node_state import _DIM_REASON, NodeState
 
 if TYPE_CHECKING:
@@ -21,6 +23,7 @@ _GATED_STOPS = (StopReason.REPEAT, StopReason.STALLED, StopReason.TOOL_CALLS, St
 _NO_MODEL_WRAP_UP = (StopReason.DONE, StopReason.AWAITING_APPROVAL)
 #: Headroom at or below which an account counts as used up (a step needs a whole one; tool calls stop when over).
 _EXHAUSTED_AT = {"steps": 0.5, "tool_calls": -0.5}
+#: The output limit of the model call that writes a stopped run's wrap-up.
 _WRAP_UP_MAX_TOKENS = 300
 
 
@@ -54,9 +57,6 @@ class NodeStops(NodeState):
         if (limit not in LIMITS or LIMITS[limit][1] is not reason or owner.budget.on_limit != "pause"
                 or getattr(owner.budget, limit, None) is None):
             return reason, detail
-        from ..model.paused import PendingCall
-        from .approval import ApprovalState
-
         dim = LIMITS[limit][0]
         used = owner.elapsed() if dim == "seconds" else owner.account.used[dim]
         cap = float(getattr(owner.budget, limit))
