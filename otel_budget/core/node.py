@@ -21,5 +21,6 @@ def current_run() -> RunNode | None:
 class RunNode(NodeWatch):
     """One run in the tree: its budget, its account, what it saw, how it ended.
 
-    Built in layers, each on the one below: state (node_state.py), stops and the outcome (stops.py), settlement
-    (settlement.py), admission (admission.py), progress checks and tool admission (watch.py)."""
+    Built in layers, each on the one below: state (node_state.py), stops and the outcome (stops.py), calls in
+    flight (in_flight.py), settlement (settlement.py), admission (admission.py), progress checks and tool
+    admission (watch.py)."""

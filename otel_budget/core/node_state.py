@@ -2,7 +2,7 @@
 `RunNode` shares: the admission record, the local shared-scope store, run ids.
 
 `RunNode` (node.py) is built in layers, each in its own module and each on the one below:
-`NodeState` here, then stops.py, settlement.py, admission.py and watch.py.
+`NodeState` here, then stops.py, in_flight.py, settlement.py, admission.py and watch.py.
 """
 from __future__ import annotations
 

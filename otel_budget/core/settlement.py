@@ -2,52 +2,19 @@
 run's carried-over usage, and the near-limit signal."""
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from ..model.budget import StopReason, Usage, check_cost
 from . import config
 from . import ledger as lg
+from .in_flight import NodeInFlight
 from .node_state import _DIM_REASON, _LOCAL_STORE, Admission
-from .stops import NodeStops
 
 log = logging.getLogger(__name__)
 
 
-def _wake(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
-
-
-class NodeSettlement(NodeStops):
+class NodeSettlement(NodeInFlight):
     """Settlement: the accounts (and shared scopes) end up charged with what each call and tool used, once."""
-
-    def _free_estimate_slot(self, adm: Admission) -> None:
-        if adm.estimated:
-            adm.estimated = False
-            with self.lock:
-                self.root.estimate_in_flight = False
-
-    def _done(self, adm: Admission) -> None:
-        """The call of `adm` is no longer in flight: free what it held and wake calls waiting for room."""
-        self._free_estimate_slot(adm)
-        root = self.root
-        with root.settled:
-            if adm.thread is not None:
-                left = root.in_flight[adm.thread] - 1
-                if left > 0:
-                    root.in_flight[adm.thread] = left
-                else:
-                    root.in_flight.pop(adm.thread, None)
-                adm.thread = None
-            root.settled_count += 1
-            root.settled.notify_all()
-            waiters, root.room_waiters = root.room_waiters, []
-        for loop, fut in waiters:
-            try:
-                loop.call_soon_threadsafe(_wake, fut)
-            except RuntimeError:  # its loop is closed
-                pass
 
     def release(self, adm: Admission) -> None:
         """Give back a reservation whose call was never sent."""
