@@ -21,7 +21,9 @@ from ..model.outcome import BudgetExceeded, RunOutcome
 from ..model.signatures import canonical_arguments
 from . import config
 from . import ledger as lg
-from .node import _NO_MODEL_WRAP_UP, _WRAP_UP_MAX_TOKENS, Admission, RunNode, _current, current_run
+from .node import RunNode, _current, current_run
+from .node_state import Admission
+from .stops import _NO_MODEL_WRAP_UP, _WRAP_UP_MAX_TOKENS
 from .wrapup import recorded_wrap_up, template_wrap_up
 
 P = ParamSpec("P")

@@ -239,7 +239,7 @@ def extract(headers: Mapping[str, str]) -> str | None:
 
 def tree_usage(token: str) -> dict[str, float]:
     """Used plus reserved per dimension in the tree's store scope (every process's calls together)."""
-    from ..core.node import _LOCAL_STORE
+    from ..core.node_state import _LOCAL_STORE
 
     store = config.get().ledger or _LOCAL_STORE
     return store.read(str(decode(token)["tree"]))

@@ -43,11 +43,11 @@ from opentelemetry import context as otel_context
 
 from ...core import calls
 from ...core.calls import Guard
-from ...core.node import _GATED_STOPS
 from ...core.node import (
     _current as _current_run,  # the run tree's ContextVar: hooks and the gateway run elsewhere
 )
 from ...core.run import Run, RunNode
+from ...core.stops import _GATED_STOPS
 from ...core.wrapup import template_wrap_up
 from ...model.budget import StopReason
 from ...model.call import ModelCall

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from ...core import calls, config
-from ...core.node import RoomPending, may_await_room
+from ...core.in_flight import RoomPending, may_await_room
 from ...telemetry.peers import mark_refused
 from .._patch import Patches
 from .._peers import is_wrapper, quiet
