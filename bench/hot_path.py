@@ -11,7 +11,9 @@ Run: `.venv/bin/python bench/hot_path.py --ref house [--kind wrapper] [--meter]`
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
+import shutil
 import statistics
 import subprocess
 import sys
@@ -35,6 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def load_ref(ref: str) -> Any:
     """The package as it is at `ref`, importable as `otel_budget_ref`."""
     where = Path(tempfile.mkdtemp(prefix="otel-budget-ref-"))
+    atexit.register(shutil.rmtree, where, ignore_errors=True)
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "otel_budget"], check=True,
                              capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(where)], input=archive, check=True)
