@@ -71,3 +71,33 @@ def test_model_wrap_up_makes_one_short_tool_less_call_within_the_cap(otel, llm, 
     last = llm.requests[-1].body
     assert "tools" not in last and last.get("max_completion_tokens")
     assert run.outcome.usage.model_calls == 4  # three agent turns plus the wrap-up, never more than the cap
+
+
+def test_each_kind_of_call_gets_its_own_metric_attributes(otel, llm, oai):
+    """Metric attribute sets are kept per kind of call: a run name, a model, an answer's model or a failure
+    never borrows another kind's."""
+    import openai
+
+    llm.script(Turn(text="x", input_tokens=10, output_tokens=1),
+               Turn(text="x", input_tokens=10, output_tokens=1, model="gpt-4o-2024-08-06"),
+               Turn(text="x", input_tokens=10, output_tokens=1),
+               Turn(status=400, error_message="bad request"),
+               Turn(text="x", input_tokens=10, output_tokens=1))
+    with ob.run("first"):
+        ask(oai)
+        ask(oai)
+    with ob.run("second"):
+        ask(oai)
+        try:
+            ask(oai, model="gpt-4o-mini")
+        except openai.BadRequestError:
+            pass
+        ask(oai, model="gpt-4o-mini")
+    cost = {(p.attributes["run_name"], p.attributes["gen_ai.request.model"]): p.value
+            for p in otel.metric_points("otel_budget.cost.usd")}
+    assert set(cost) == {("first", "gpt-4o"), ("second", "gpt-4o"), ("second", "gpt-4o-mini")}
+    durations = {(p.attributes["gen_ai.request.model"], p.attributes.get("gen_ai.response.model"),
+                  p.attributes.get("error.type")): p.count
+                 for p in otel.metric_points("gen_ai.client.operation.duration")}
+    assert durations == {("gpt-4o", "gpt-4o", None): 2, ("gpt-4o", "gpt-4o-2024-08-06", None): 1,
+                         ("gpt-4o-mini", None, "BadRequestError"): 1, ("gpt-4o-mini", "gpt-4o-mini", None): 1}

@@ -21,11 +21,15 @@ class TokenUsage:
     ) -> None:
         self.missing: set[str] = set()
         self.problems: list[str] = []
-        self.input_tokens = self._count("input_tokens", input_tokens, required=True)
-        self.output_tokens = self._count("output_tokens", output_tokens, required=True)
-        self.cache_read = self._count("cache_read", cache_read)
-        self.cache_write = self._count("cache_write", cache_write)
-        self.reasoning = self._count("reasoning", reasoning)
+        # A plain non-negative int (what servers send) is taken as it is; anything else is read by _count.
+        self.input_tokens = (input_tokens if type(input_tokens) is int and input_tokens >= 0
+                             else self._count("input_tokens", input_tokens, required=True))
+        self.output_tokens = (output_tokens if type(output_tokens) is int and output_tokens >= 0
+                              else self._count("output_tokens", output_tokens, required=True))
+        self.cache_read = cache_read if type(cache_read) is int and cache_read >= 0 else self._count("cache_read", cache_read)
+        self.cache_write = (cache_write if type(cache_write) is int and cache_write >= 0
+                            else self._count("cache_write", cache_write))
+        self.reasoning = reasoning if type(reasoning) is int and reasoning >= 0 else self._count("reasoning", reasoning)
 
     def _count(self, name: str, value: Any, required: bool = False) -> int:
         if value is None:

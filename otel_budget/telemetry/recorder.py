@@ -11,7 +11,7 @@ import os
 import threading
 import weakref
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from opentelemetry import metrics, trace
 from opentelemetry.metrics import CallbackOptions, Observation
@@ -37,7 +37,18 @@ _INVOCATION_NAMES = {sc.GEN_AI_REQUEST_CHOICE_COUNT: "n", sc.GEN_AI_OUTPUT_TYPE:
 #: llm.invocation_parameters JSON per call shape (model, output limit, request parameters): the same few recur.
 _INVOCATIONS: dict[tuple[Any, ...], str] = {}
 _INVOCATIONS_MAX = 256
+_METRIC_ATTRS_MAX = 256
 _SCALARS = (str, int, float, bool)
+
+
+class _MetricAttrs(NamedTuple):
+    """A call kind's metric attributes: never mutated once built (the SDK keeps what it is given)."""
+
+    base: dict[str, Any]
+    input: dict[str, Any]
+    output: dict[str, Any]
+    by_modality: dict[str, Any]
+    cost: dict[str, Any]
 
 
 class RunView(Protocol):
@@ -89,6 +100,8 @@ class Telemetry:
             sc.METRIC_LEDGER_FAIL_OPEN, description="Calls let through while the shared ledger was unreachable."
         )
         self._active: weakref.WeakSet[RunView] = weakref.WeakSet()
+        #: Metric attributes per (operation, provider, model, response model, server, error type, run name).
+        self._metric_attrs: dict[tuple[Any, ...], _MetricAttrs] = {}
         self._seen_names: set[str] = set()
         self._lock = threading.Lock()
         meter.create_observable_gauge(
@@ -117,18 +130,43 @@ class Telemetry:
             )
         ]
 
-    def _record_tokens(self, u: Any, metric_attrs: dict[str, Any]) -> None:
+    def _record_tokens(self, u: Any, metric: _MetricAttrs) -> None:
         if not self.latest:
-            self.token_usage.record(u.input_tokens, {**metric_attrs, sc.GEN_AI_TOKEN_TYPE: "input"})
-            self.token_usage.record(u.output_tokens, {**metric_attrs, sc.GEN_AI_TOKEN_TYPE: "output"})
+            self.token_usage.record(u.input_tokens, metric.input)
+            self.token_usage.record(u.output_tokens, metric.output)
             return
-        self.op_input.record(u.input_tokens, metric_attrs)
-        self.op_output.record(u.output_tokens, metric_attrs)
-        by_modality = {**metric_attrs, sc.GEN_AI_TOKEN_MODALITY: sc.MODALITY_UNKNOWN}
+        self.op_input.record(u.input_tokens, metric.base)
+        self.op_output.record(u.output_tokens, metric.base)
         for counter, field in self.usage_counters:
             value = getattr(u, field)
             if value:
-                counter.add(value, by_modality)
+                counter.add(value, metric.by_modality)
+
+    def _call_metric_attrs(self, call: ModelCall, error_type: str | None, run_name: str | None) -> _MetricAttrs:
+        """The metric attribute sets of a call's kind, built once and kept (bounded): the same few recur."""
+        base: dict[str, Any] = {
+            sc.GEN_AI_OPERATION_NAME: call.operation,
+            sc.GEN_AI_PROVIDER_NAME: call.provider,
+            sc.GEN_AI_REQUEST_MODEL: call.model,
+        }
+        if call.response_model:
+            base[sc.GEN_AI_RESPONSE_MODEL] = call.response_model
+        if call.server is not None:
+            base[sc.SERVER_ADDRESS] = call.server[0]
+            if call.server[1] is not None:
+                base[sc.SERVER_PORT] = call.server[1]
+        if error_type is not None:
+            base[sc.ERROR_TYPE] = error_type
+        cost = {sc.GEN_AI_REQUEST_MODEL: call.model, sc.GEN_AI_PROVIDER_NAME: call.provider,
+                sc.LABEL_RUN_NAME: run_name or ""}
+        metric = _MetricAttrs(base, {**base, sc.GEN_AI_TOKEN_TYPE: "input"}, {**base, sc.GEN_AI_TOKEN_TYPE: "output"},
+                              {**base, sc.GEN_AI_TOKEN_MODALITY: sc.MODALITY_UNKNOWN}, cost)
+        with self._lock:
+            if len(self._metric_attrs) >= _METRIC_ATTRS_MAX:
+                self._metric_attrs.clear()
+            self._metric_attrs[(call.operation, call.provider, call.model, call.response_model, call.server,
+                                error_type, run_name)] = metric
+        return metric
 
     # --- runs -------------------------------------------------------------------------------------------
 
@@ -291,8 +329,7 @@ class Telemetry:
                     attrs[sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = u.reasoning
                     attrs[sc.OI_TOKEN_REASONING] = u.reasoning
             if call.cost_usd is not None:
-                attrs[sc.COST_USD] = _money(call.cost_usd)
-                attrs[sc.OI_COST_TOTAL] = _money(call.cost_usd)
+                attrs[sc.COST_USD] = attrs[sc.OI_COST_TOTAL] = _money(call.cost_usd)
                 if call.cost_input_usd is not None:
                     attrs[sc.OI_COST_PROMPT] = _money(call.cost_input_usd)
                     attrs[sc.OI_COST_COMPLETION] = _money(call.cost_usd - call.cost_input_usd)
@@ -304,36 +341,21 @@ class Telemetry:
                     attrs.update(call.capture)
                 if as_event:
                     span.add_event(sc.EVENT_INFERENCE_DETAILS, call.capture)
+            error_type = None
+            if call.error is not None:
+                attrs[sc.ERROR_TYPE] = error_type = type(call.error).__name__
             span.set_attributes(attrs)
             if call.error is not None:
-                attrs_err = type(call.error).__name__
-                span.set_attribute(sc.ERROR_TYPE, attrs_err)
                 span.set_status(Status(StatusCode.ERROR, error_message(call.error)[:500]))
-            metric_attrs: dict[str, Any] = {
-                sc.GEN_AI_OPERATION_NAME: call.operation,
-                sc.GEN_AI_PROVIDER_NAME: call.provider,
-                sc.GEN_AI_REQUEST_MODEL: call.model,
-            }
-            if call.response_model:
-                metric_attrs[sc.GEN_AI_RESPONSE_MODEL] = call.response_model
-            if call.server is not None:
-                metric_attrs[sc.SERVER_ADDRESS] = call.server[0]
-                if call.server[1] is not None:
-                    metric_attrs[sc.SERVER_PORT] = call.server[1]
-            if call.error is not None:
-                metric_attrs[sc.ERROR_TYPE] = type(call.error).__name__
-            self.duration.record(duration, metric_attrs)
+            metric = self._metric_attrs.get((call.operation, call.provider, call.model, call.response_model,
+                                             call.server, error_type, run_name))
+            if metric is None:
+                metric = self._call_metric_attrs(call, error_type, run_name)
+            self.duration.record(duration, metric.base)
             if u is not None:
-                self._record_tokens(u, metric_attrs)
+                self._record_tokens(u, metric)
             if call.cost_usd:
-                self.cost.add(
-                    call.cost_usd,
-                    {
-                        sc.GEN_AI_REQUEST_MODEL: call.model,
-                        sc.GEN_AI_PROVIDER_NAME: call.provider,
-                        sc.LABEL_RUN_NAME: run_name or "",
-                    },
-                )
+                self.cost.add(call.cost_usd, metric.cost)
         except Exception:  # noqa: BLE001
             log.debug("otel-budget: could not record the call span", exc_info=True)
         finally:
