@@ -32,6 +32,7 @@ from ...model.outcome import BudgetExceeded, UnknownPriceError
 from ...telemetry import semconv as sc
 from ..providers.anthropic import AnthropicAdapter, MessageStream
 from ._claude_gateway import gateway
+from ._framework import stop_text
 
 log = logging.getLogger(__name__)
 
@@ -125,10 +126,9 @@ class Session:
             try:
                 guard = calls.begin(call, lambda: len(body))
             except BudgetExceeded as exc:
-                return template_wrap_up(node, node.snapshot(exc.reason, exc.limit, exc.message))
+                return stop_text(node, exc)
             except UnknownPriceError as exc:
-                stop = node.stop(StopReason.ERROR, None, str(exc))
-                return template_wrap_up(node, node.snapshot(stop.reason, stop.limit, stop.message))
+                return stop_text(node, node.stop(StopReason.ERROR, None, str(exc)))
         if guard is None:  # pragma: no cover - the gateway's thread is never inside another call
             raise RuntimeError("a Claude Code request was admitted inside another call")
         if guard.max_output_tokens is not None:
@@ -206,10 +206,8 @@ class Session:
             refused = self._refuse_delegation(node, data.get("tool_input") or {})
             if refused is not None:
                 return _deny(refused)
-        state = node.stop_state
-        if state is not None and state[0] in _GATED_STOPS:
-            reason, limit, detail = state
-            return _deny(template_wrap_up(node, node.snapshot(reason, limit, detail)))
+        if node.stop_state is not None and node.stop_state[0] in _GATED_STOPS:
+            return _deny(template_wrap_up(node, node.snapshot(*node.stop_state)))
         return {}
 
     def _refuse_delegation(self, node: RunNode, arguments: Any) -> str | None:
@@ -324,9 +322,7 @@ class ClaudeCall:
             return None
         stop = self.guard.fail(error)
         node = self.guard.node
-        if isinstance(stop, BudgetExceeded) and node is not None:
-            return template_wrap_up(node, node.snapshot(stop.reason, stop.limit, stop.message))
-        return None
+        return stop_text(node, stop) if isinstance(stop, BudgetExceeded) and node is not None else None
 
     def abandon(self) -> None:
         if self._end():

@@ -54,12 +54,10 @@ def _run_name(options: Any) -> str:
 def _finish_message(message: Any, session: Session) -> Any:
     """Watch the message; a stopped run's result carries the wrap-up."""
     session.observe(message)
-    if type(message).__name__ == "ResultMessage":
-        node = session.node
-        if node.stop_state is not None:
-            reason, limit, detail = node.stop_state
-            message.result = template_wrap_up(node, node.snapshot(reason, limit, detail))
-            message.is_error = True
+    node = session.node
+    if type(message).__name__ == "ResultMessage" and node.stop_state is not None:
+        message.result = template_wrap_up(node, node.snapshot(*node.stop_state))
+        message.is_error = True
     return message
 
 
