@@ -11,9 +11,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ...core import ledger as lg
 from ...core.run import RunNode
 from ._claude_gateway import gateway
-from ._claude_session import Session, _sessions
+from ._claude_session import Session
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +26,12 @@ _DEFAULT_UPSTREAM = "https://api.anthropic.com"
 _OTHER_PROVIDERS = ("CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX", "CLAUDE_CODE_USE_FOUNDRY")
 
 
-def _configure(options: Any, node: RunNode) -> tuple[Any, Session]:
+def has_session(options: Any) -> bool:
+    """Whether these options already point the CLI at a session's gateway (the session is metered already)."""
+    return _ENV_SESSION in (options.env or {})
+
+
+def configure(options: Any, node: RunNode) -> tuple[Any, Session]:
     """A copy of the options with the CLI pointed at the gateway, our hooks, and `max_budget_usd` from the budget."""
     from claude_agent_sdk import HookMatcher
 
@@ -42,15 +48,15 @@ def _configure(options: Any, node: RunNode) -> tuple[Any, Session]:
         current = env.get(key, os.environ.get(key, ""))
         env[key] = ",".join(p for p in (current, "127.0.0.1", "localhost") if p)
     hooks = {event: list(matchers) for event, matchers in (options.hooks or {}).items()}
-    hooks.setdefault("PreToolUse", []).insert(0, HookMatcher(hooks=[session.on_tool]))  # type: ignore[list-item]
-    hooks.setdefault("SubagentStart", []).insert(0, HookMatcher(hooks=[session.on_subagent_start]))  # type: ignore[list-item]
-    hooks.setdefault("SubagentStop", []).insert(0, HookMatcher(hooks=[session.on_subagent_stop]))  # type: ignore[list-item]
+    ours = {"PreToolUse": session.on_tool, "SubagentStart": session.on_subagent_start,
+            "SubagentStop": session.on_subagent_stop}
+    for event, hook in ours.items():  # ours first, before the user's
+        hooks.setdefault(event, []).insert(0, HookMatcher(hooks=[hook]))  # type: ignore[list-item]
     changes: dict[str, Any] = {"env": env, "hooks": hooks, "settings": _settings(options, env[_ENV_BASE_URL])}
     usd_left = _usd_left(node)
     if usd_left is not None:
         current = options.max_budget_usd
         changes["max_budget_usd"] = usd_left if current is None else min(current, usd_left)
-    _sessions[session.id] = session
     try:
         return dataclasses.replace(options, **changes), session
     except Exception:
@@ -80,10 +86,8 @@ def _settings(options: Any, base_url: str) -> str | None:
 
 
 def _usd_left(node: RunNode) -> float | None:
-    from ...core import ledger as lg
-
     room = lg.headroom(node.accounts, "usd")
     return None if room == math.inf else max(0.0, room)
 
 
-__all__ = ["DEFAULT_MODEL"]
+__all__ = ["DEFAULT_MODEL", "configure", "has_session"]

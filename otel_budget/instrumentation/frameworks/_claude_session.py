@@ -40,7 +40,6 @@ _AGENT_HEADER = "x-claude-code-agent-id"
 _DELEGATION_TOOLS = frozenset({"Agent", "Task"})
 _REFUSAL_ID = "msg_otel_budget_"
 _ids = itertools.count(1)
-_sessions: dict[str, Session] = {}
 
 
 #: What the CLI appends to a tool's result on its way to the model (tokens and USD left): not the tool's answer.
@@ -269,7 +268,6 @@ class Session:
             left = list(self.subagents)
         for agent_id in left:
             self._close(agent_id)
-        _sessions.pop(self.id, None)
 
 
 class ClaudeCall:

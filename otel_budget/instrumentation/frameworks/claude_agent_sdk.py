@@ -30,7 +30,7 @@ from typing import Any
 from ...core.run import Run
 from ...core.wrapup import template_wrap_up
 from .._patch import Patches
-from ._claude_options import _ENV_SESSION, DEFAULT_MODEL, _configure
+from ._claude_options import DEFAULT_MODEL, configure, has_session
 from ._claude_session import Agent, ClaudeCall, Session
 from ._framework import budget_from
 
@@ -68,7 +68,7 @@ async def _process_query(wrapped: Any, instance: Any, args: tuple[Any, ...], kwa
     names = ("prompt", "options", "transport")
     values = dict(zip(names, args, strict=False)) | kwargs
     options = values.get("options")
-    if options is None or _ENV_SESSION in (options.env or {}):
+    if options is None or has_session(options):
         async for message in wrapped(*args, **kwargs):
             yield message
         return
@@ -77,7 +77,7 @@ async def _process_query(wrapped: Any, instance: Any, args: tuple[Any, ...], kwa
     session: Session | None = None
     with run:
         try:
-            configured, session = _configure(options, run.node)
+            configured, session = configure(options, run.node)
         except Exception:  # noqa: BLE001 - our bug: the session runs unmetered
             log.warning("otel-budget: could not configure a Claude Agent SDK query", exc_info=True)
         else:
@@ -103,12 +103,12 @@ _CLIENT_SESSION = "_otel_budget_session"
 
 async def _connect(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     options = instance.options
-    if getattr(instance, _CLIENT_RUN, None) is not None or _ENV_SESSION in (options.env or {}):
+    if getattr(instance, _CLIENT_RUN, None) is not None or has_session(options):
         return await wrapped(*args, **kwargs)
     run = Run(_run_name(options), budget_from(options))
     run.__enter__()
     try:
-        configured, session = _configure(options, run.node)
+        configured, session = configure(options, run.node)
     except Exception:  # noqa: BLE001
         log.warning("otel-budget: could not configure a ClaudeSDKClient", exc_info=True)
         run.__exit__(None, None, None)
