@@ -46,9 +46,9 @@ def outcome(obj: Any) -> Any:
     return getattr(obj, _OUTCOME_ATTR, None)
 
 
-def _run_name(options: Any) -> str:
-    agent = getattr(options, "agent", None)
-    return str(agent or "claude-agent")
+def _open_run(options: Any) -> Run:
+    """The run of a session: named for its agent (`options.agent`), under the budget its options carry."""
+    return Run(str(getattr(options, "agent", None) or "claude-agent"), budget_from(options))
 
 
 def _finish_message(message: Any, session: Session) -> Any:
@@ -72,7 +72,7 @@ async def _process_query(wrapped: Any, instance: Any, args: tuple[Any, ...], kwa
         async for message in wrapped(*args, **kwargs):
             yield message
         return
-    run = Run(_run_name(options), budget_from(options))
+    run = _open_run(options)
     last: Any = None
     session: Session | None = None
     with run:
@@ -105,7 +105,7 @@ async def _connect(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: d
     options = instance.options
     if getattr(instance, _CLIENT_RUN, None) is not None or has_session(options):
         return await wrapped(*args, **kwargs)
-    run = Run(_run_name(options), budget_from(options))
+    run = _open_run(options)
     run.__enter__()
     try:
         configured, session = configure(options, run.node)
