@@ -20,6 +20,9 @@ accounting is never lost nor counted twice.
 A budget for one session: `otel_budget.claude.BudgetedOptions(..., otel_budget=Budget(...))`, or the older
 `options.otel_budget = Budget(...)` on a `ClaudeAgentOptions`. After the session, `outcome(result_message)` /
 `outcome(client)` is its RunOutcome.
+
+This module holds the patches. The options pointed at the gateway are `_claude_options`, the session (admission,
+hooks, the CLI's messages) `_claude_session`, the gateway `_claude_gateway`: imported one way, in that order.
 """
 
 from __future__ import annotations
