@@ -11,7 +11,7 @@ pytest.importorskip("claude_agent_sdk")
 
 import otel_budget  # noqa: E402
 from otel_budget.instrumentation.frameworks._claude_gateway import gateway  # noqa: E402
-from otel_budget.instrumentation.frameworks.claude_agent_sdk import Session  # noqa: E402
+from otel_budget.instrumentation.frameworks._claude_session import Session  # noqa: E402
 from otel_budget.testing import ScriptedLLM, ToolCall, Turn  # noqa: E402
 
 MODEL = "claude-sonnet-4-5"
