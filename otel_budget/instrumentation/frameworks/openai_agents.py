@@ -38,14 +38,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ...core.resume import resume
 from ...core.run import Run, RunNode
 from ...model.budget import Budget, StopReason
 from ...model.outcome import RunOutcome
 from .._patch import Patches
-from ._framework import budget_from
+from ._framework import attach, budget_from, open_run, outcome_of, run_name
 from .openai_agents_models import (
-    _answered,
+    _answers,
     _get_response,
     _invoke_tool,
     _model_get_response,
@@ -66,19 +65,13 @@ from .openai_agents_state import (
 
 log = logging.getLogger(__name__)
 
-_OUTCOME_ATTR = "otel_budget_outcome"
-
 
 def outcome(result: Any) -> RunOutcome | None:
     """The RunOutcome of a `Runner.run` / `run_sync` / `run_streamed` result (None if it was not budgeted)."""
-    return getattr(result, _OUTCOME_ATTR, None)
+    return outcome_of(result)
 
 
 # --- runs ---------------------------------------------------------------------------------------------------
-
-
-def _agent_name(agent: Any) -> str:
-    return str(getattr(agent, "name", None) or "agent")
 
 
 def _max_turns_note(node: RunNode, max_turns: Any) -> None:
@@ -104,7 +97,7 @@ async def _runner_run(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs
         if result is not None:
             _pause_on_interruptions(run.node, result)
     if max_turns_error is not None:
-        _attach(max_turns_error, run)
+        attach(max_turns_error, run)
         raise max_turns_error
     if result is None:  # the run caught a stop that escaped the SDK: build the result it would have made
         result = _stopped_result(agent, args, kwargs, run)
@@ -113,22 +106,11 @@ async def _runner_run(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs
 
 
 def _finish(result: Any, run: Run) -> None:
-    _attach(result, run)
+    """The run's outcome on its result, the final wrap-up as its final output; a pause is kept for its resume."""
+    _answers.finish(result, run, "final_output")
     done = run.node.outcome
-    if done is None or done.completed:
-        return
-    if done.paused is not None and done.paused.pending is not None and done.paused.pending.call_id:
+    if done is not None and not done.completed and done.paused is not None:
         _remember(done.paused)
-    answered = _answered.pop(run.node, None)
-    if answered is not None and getattr(result, "final_output", None) == answered:
-        result.final_output = done.wrap_up  # the final text (with a model-written summary, if configured)
-
-
-def _attach(obj: Any, run: Run) -> None:
-    try:
-        setattr(obj, _OUTCOME_ATTR, run.node.outcome)
-    except Exception:  # noqa: BLE001
-        pass
 
 
 def _stopped_result(agent: Any, args: tuple[Any, ...], kwargs: dict[str, Any], run: Run) -> Any:
@@ -187,11 +169,8 @@ def _open_run(agent: Any, context: Any, run_state: Any, hooks: Any = None) -> tu
         budget = budget_from(getattr(getattr(run_state, "_context", None), "context", None))
     if not isinstance(budget, Budget):
         budget = None
-    found = _resumption(run_state)
-    if found is None:
-        return Run(_agent_name(agent), budget), []
-    paused, approved, items = found
-    return resume(paused, approved=approved, budget=budget), items
+    paused, approved, items = _resumption(run_state) or (None, None, [])
+    return open_run(run_name(agent), budget, paused, approved), items
 
 
 def instrument(patches: Patches) -> bool:

@@ -7,33 +7,23 @@ import contextlib
 import json
 import logging
 import uuid
-import weakref
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from opentelemetry import trace
-
 from ...core.run import RunNode, current_run
-from ...core.tools import begin_tool, end_tool
+from ...core.tools import begin_tool
 from ...model.outcome import BudgetExceeded
 from ...telemetry import semconv as sc
-from ._framework import limit_pause, stop_text
+from ._framework import Answers, cut_stop, limit_pause, refused_here, run_tool
 from .openai_agents_state import _LIMIT_CALL_PREFIX, LIMIT_TOOL, _get, _pauses_at_limits
 
 log = logging.getLogger(__name__)
 
 #: Runs whose stop we answered with a wrap-up message (so the final output can carry the final wrap-up).
-_answered: weakref.WeakKeyDictionary[RunNode, str] = weakref.WeakKeyDictionary()
+_answers = Answers()
 
 
 # --- model calls: a refused call is answered by the wrap-up ------------------------------------------------
-
-
-def _refused_here(exc: BudgetExceeded) -> RunNode | None:
-    node = current_run()
-    if node is None or node.id not in getattr(exc, "run_path", ()):
-        return None
-    return node
 
 
 def _stop_answer(node: RunNode, exc: BudgetExceeded) -> Any:
@@ -53,8 +43,7 @@ def _stop_answer(node: RunNode, exc: BudgetExceeded) -> Any:
 def _wrap_up_message(node: RunNode, exc: BudgetExceeded) -> Any:
     from openai.types.responses import ResponseOutputMessage, ResponseOutputText
 
-    text = stop_text(node, exc)
-    _answered[node] = text
+    text = _answers.answer(node, exc)
     return ResponseOutputMessage(
         id="otel_budget_stop",
         type="message",
@@ -66,16 +55,7 @@ def _wrap_up_message(node: RunNode, exc: BudgetExceeded) -> Any:
 
 def _truncation_stop(exc: BaseException) -> BudgetExceeded | None:
     """The SDK failed on an answer the budget cut short (`note_truncation`): that stop, to answer with."""
-    node = current_run()
-    if node is None or not node.truncated_by_budget or node.stop_state is None:
-        return None
-    if type(exc).__name__ != "ModelBehaviorError":
-        return None
-    reason, limit, detail = node.stop_state
-    stop = BudgetExceeded(reason, detail, limit=limit, outcome=node.snapshot(reason, limit, detail))
-    stop.run_id = node.id
-    stop.run_path = node.path  # type: ignore[attr-defined]
-    return stop
+    return cut_stop(current_run()) if type(exc).__name__ == "ModelBehaviorError" else None
 
 
 async def _get_response(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -83,7 +63,7 @@ async def _get_response(wrapped: Any, instance: Any, args: tuple[Any, ...], kwar
         return await wrapped(*args, **kwargs)
     except Exception as exc:
         stop = exc if isinstance(exc, BudgetExceeded) else _truncation_stop(exc)
-        node = _refused_here(stop) if stop is not None else None
+        node = refused_here(stop) if stop is not None else None
         if node is None or stop is None:
             raise
         from agents.items import ModelResponse
@@ -209,7 +189,7 @@ async def _guarded_stream(events: Any) -> AsyncIterator[Any]:
                 yield event
     except Exception as exc:
         stop = exc if isinstance(exc, BudgetExceeded) else _truncation_stop(exc)
-        node = _refused_here(stop) if stop is not None else None
+        node = refused_here(stop) if stop is not None else None
         if node is None or stop is None:
             raise
         yield _completed_event(node, stop)
@@ -230,12 +210,4 @@ async def _invoke_tool(wrapped: Any, instance: Any, args: tuple[Any, ...], kwarg
         from agents.tool import _FunctionToolInvocationResult
 
         return _FunctionToolInvocationResult(f"Not run: {exc.message}", is_sdk_generated_error=True)
-    span = state[3]
-    try:
-        with trace.use_span(span, end_on_exit=False) if span is not None else contextlib.nullcontext():
-            result = await wrapped(*args, **kwargs)
-    except BaseException as exc:
-        end_tool(state, None, exc)
-        raise
-    end_tool(state, getattr(result, "output", result))
-    return result
+    return await run_tool(state, lambda: wrapped(*args, **kwargs), lambda result: getattr(result, "output", result))
