@@ -43,24 +43,14 @@ from ...model.budget import Budget, StopReason
 from ...model.outcome import RunOutcome
 from .._patch import Patches
 from ._framework import attach, budget_from, open_run, outcome_of, run_name
-from .openai_agents_models import (
-    _answers,
-    _get_response,
-    _invoke_tool,
-    _model_get_response,
-    _model_stream_response,
-    _stream_response,
-)
+from .openai_agents_models import answers, patch_models
 from .openai_agents_state import (
-    _enter,
-    _function_needs_approval,
-    _get_all_tools,
-    _pause_on_interruptions,
-    _remember,
-    _resumption,
-    _state_from_json,
-    _state_to_json,
+    enter_run,
     load_state,
+    patch_state,
+    pause_on_interruptions,
+    remember_pause,
+    resumption,
 )
 
 log = logging.getLogger(__name__)
@@ -86,7 +76,7 @@ async def _runner_run(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs
     result: Any = None
     max_turns_error: BaseException | None = None
     async with run:
-        _enter(run, run_state, items)
+        enter_run(run, run_state, items)
         try:
             result = await wrapped(*args, **kwargs)
         except Exception as exc:
@@ -95,7 +85,7 @@ async def _runner_run(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs
             _max_turns_note(run.node, kwargs.get("max_turns"))
             max_turns_error = exc
         if result is not None:
-            _pause_on_interruptions(run.node, result)
+            pause_on_interruptions(run.node, result)
     if max_turns_error is not None:
         attach(max_turns_error, run)
         raise max_turns_error
@@ -107,10 +97,10 @@ async def _runner_run(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs
 
 def _finish(result: Any, run: Run) -> None:
     """The run's outcome on its result, the final wrap-up as its final output; a pause is kept for its resume."""
-    _answers.finish(result, run, "final_output")
+    answers.finish(result, run, "final_output")
     done = run.node.outcome
     if done is not None and not done.completed and done.paused is not None:
-        _remember(done.paused)
+        remember_pause(done.paused)
 
 
 def _stopped_result(agent: Any, args: tuple[Any, ...], kwargs: dict[str, Any], run: Run) -> Any:
@@ -143,11 +133,11 @@ async def _start_streaming(wrapped: Any, instance: Any, args: tuple[Any, ...], k
                            kwargs.get("hooks"))
     finished = False
     async with run:
-        _enter(run, run_state, items)
+        enter_run(run, run_state, items)
         await wrapped(*args, **kwargs)
         finished = True
         if streamed is not None:
-            _pause_on_interruptions(run.node, streamed)
+            pause_on_interruptions(run.node, streamed)
         max_turns = kwargs.get("max_turns")
         turn = getattr(streamed, "current_turn", 0) or 0
         if isinstance(max_turns, int) and turn > max_turns and not getattr(streamed, "_max_turns_handled", False):
@@ -169,7 +159,7 @@ def _open_run(agent: Any, context: Any, run_state: Any, hooks: Any = None) -> tu
         budget = budget_from(getattr(getattr(run_state, "_context", None), "context", None))
     if not isinstance(budget, Budget):
         budget = None
-    paused, approved, items = _resumption(run_state) or (None, None, [])
+    paused, approved, items = resumption(run_state) or (None, None, [])
     return open_run(run_name(agent), budget, paused, approved), items
 
 
@@ -182,48 +172,11 @@ def instrument(patches: Patches) -> bool:
         return False
     ok = patches.wrap(agents_run.AgentRunner, "run", _runner_run)
     ok = patches.wrap(agents_run, "start_streaming", _start_streaming) and ok
-    ok = patches.wrap(run_loop, "get_response_with_retry", _get_response) and ok
-    ok = patches.wrap(run_loop, "stream_response_with_retry", _stream_response) and ok
-    ok = patches.wrap(tool_execution, "_invoke_function_tool_with_metadata", _invoke_tool) and ok
-    ok = patches.wrap(tool_execution, "function_needs_approval", _function_needs_approval) and ok
-    try:
-        from agents.run_internal import turn_resolution
-    except ImportError:
-        turn_resolution = None  # type: ignore[assignment]
-    if turn_resolution is not None and "function_needs_approval" in vars(turn_resolution):
-        ok = patches.wrap(turn_resolution, "function_needs_approval", _function_needs_approval) and ok
-    ok = _patch_models(patches) and ok
-    try:
-        from agents.agent import AgentBase
-    except ImportError:
-        AgentBase = None  # type: ignore[assignment,misc]  # noqa: N806
-    ok = AgentBase is not None and patches.wrap(AgentBase, "get_all_tools", _get_all_tools) and ok
-    try:
-        from agents.run_state import RunState
-    except ImportError:
-        RunState = None  # type: ignore[assignment,misc]  # noqa: N806
-    if RunState is not None:
-        ok = patches.wrap(RunState, "to_json", _state_to_json) and ok
-        ok = patches.wrap(RunState, "from_json", _state_from_json) and ok
+    ok = patch_models(patches, run_loop, tool_execution) and ok
+    ok = patch_state(patches, tool_execution) and ok
     if not ok:
         log.warning("otel-budget: this openai-agents version lacks a patch point; some of it is not budgeted")
     return True
-
-
-def _patch_models(patches: Patches) -> bool:
-    """The OpenAI models: a call the budget refuses ends the turn before the SDK attempts it (no error span)."""
-    ok = True
-    for module_name, class_name in (("agents.models.openai_responses", "OpenAIResponsesModel"),
-                                    ("agents.models.openai_chatcompletions", "OpenAIChatCompletionsModel")):
-        try:
-            module = __import__(module_name, fromlist=[class_name])
-        except ImportError:
-            ok = False
-            continue
-        cls = getattr(module, class_name, None)
-        ok = cls is not None and patches.wrap(cls, "get_response", _model_get_response) and ok
-        ok = cls is not None and patches.wrap(cls, "stream_response", _model_stream_response) and ok
-    return ok
 
 
 __all__ = ["load_state", "outcome"]

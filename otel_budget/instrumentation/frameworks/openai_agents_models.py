@@ -14,13 +14,14 @@ from ...core.run import RunNode, current_run
 from ...core.tools import begin_tool
 from ...model.outcome import BudgetExceeded
 from ...telemetry import semconv as sc
+from .._patch import Patches
 from ._framework import Answers, cut_stop, limit_pause, refused_here, run_tool
-from .openai_agents_state import _LIMIT_CALL_PREFIX, LIMIT_TOOL, _get, _pauses_at_limits
+from .openai_agents_state import LIMIT_CALL_PREFIX, LIMIT_TOOL, field_of, pauses_at_limits
 
 log = logging.getLogger(__name__)
 
 #: Runs whose stop we answered with a wrap-up message (so the final output can carry the final wrap-up).
-_answers = Answers()
+answers = Answers()
 
 
 # --- model calls: a refused call is answered by the wrap-up ------------------------------------------------
@@ -35,7 +36,7 @@ def _stop_answer(node: RunNode, exc: BudgetExceeded) -> Any:
     from openai.types.responses import ResponseFunctionToolCall
 
     arguments = {"limit": pending.limit, "used": pending.used, "cap": pending.cap}
-    call_id = f"{_LIMIT_CALL_PREFIX}{uuid.uuid4().hex[:24]}"
+    call_id = f"{LIMIT_CALL_PREFIX}{uuid.uuid4().hex[:24]}"
     return ResponseFunctionToolCall(type="function_call", id=call_id, call_id=call_id, name=LIMIT_TOOL,
                                     arguments=json.dumps(arguments), status="completed")
 
@@ -43,7 +44,7 @@ def _stop_answer(node: RunNode, exc: BudgetExceeded) -> Any:
 def _wrap_up_message(node: RunNode, exc: BudgetExceeded) -> Any:
     from openai.types.responses import ResponseOutputMessage, ResponseOutputText
 
-    text = _answers.answer(node, exc)
+    text = answers.answer(node, exc)
     return ResponseOutputMessage(
         id="otel_budget_stop",
         type="message",
@@ -115,15 +116,15 @@ def _precheck(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tupl
 
 
 def _is_limit_item(item: Any) -> bool:
-    call_id = item.get("call_id") if type(item) is dict else _get(item, "call_id")
-    return type(call_id) is str and call_id.startswith(_LIMIT_CALL_PREFIX)
+    call_id = item.get("call_id") if type(item) is dict else field_of(item, "call_id")
+    return type(call_id) is str and call_id.startswith(LIMIT_CALL_PREFIX)
 
 
 def _model_view(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """A model call's arguments without LIMIT_TOOL and the items of a limit pause (its call, the approval's output),
     so the model sees the conversation as it was before the pause and never the tool (runs that pause at limits
     only: no other run has them)."""
-    if not _pauses_at_limits():
+    if not pauses_at_limits():
         return args, kwargs
     names = ("system_instructions", "input", "model_settings", "tools")
     values = {name: args[i] if len(args) > i else kwargs.get(name) for i, name in enumerate(names)}
@@ -211,3 +212,27 @@ async def _invoke_tool(wrapped: Any, instance: Any, args: tuple[Any, ...], kwarg
 
         return _FunctionToolInvocationResult(f"Not run: {exc.message}", is_sdk_generated_error=True)
     return await run_tool(state, lambda: wrapped(*args, **kwargs), lambda result: getattr(result, "output", result))
+
+
+def patch_models(patches: Patches, run_loop: Any, tool_execution: Any) -> bool:
+    """Patch the SDK's model calls and function tools; False when a patch point is missing."""
+    ok = patches.wrap(run_loop, "get_response_with_retry", _get_response)
+    ok = patches.wrap(run_loop, "stream_response_with_retry", _stream_response) and ok
+    ok = patches.wrap(tool_execution, "_invoke_function_tool_with_metadata", _invoke_tool) and ok
+    return _patch_models(patches) and ok
+
+
+def _patch_models(patches: Patches) -> bool:
+    """The OpenAI models: a call the budget refuses ends the turn before the SDK attempts it (no error span)."""
+    ok = True
+    for module_name, class_name in (("agents.models.openai_responses", "OpenAIResponsesModel"),
+                                    ("agents.models.openai_chatcompletions", "OpenAIChatCompletionsModel")):
+        try:
+            module = __import__(module_name, fromlist=[class_name])
+        except ImportError:
+            ok = False
+            continue
+        cls = getattr(module, class_name, None)
+        ok = cls is not None and patches.wrap(cls, "get_response", _model_get_response) and ok
+        ok = cls is not None and patches.wrap(cls, "stream_response", _model_stream_response) and ok
+    return ok

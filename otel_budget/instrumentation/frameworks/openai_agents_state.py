@@ -15,6 +15,7 @@ from ...core.run import Run, RunNode, current_run
 from ...model.budget import Budget
 from ...model.paused import PausedRun, PendingCall
 from ...model.signatures import canonical_arguments
+from .._patch import Patches
 from ._framework import BUDGET_KEY
 
 log = logging.getLogger(__name__)
@@ -26,9 +27,10 @@ _PAUSED_MAX = 10_000
 #: Our top-level key in the SDK's `RunState` JSON: the pause (quota used, decisions) travels with the state.
 _STATE_KEY = "otel_budget"
 #: The tool through which a limit pause (`on_limit="pause"`) becomes one of the SDK's own interruptions: a refused
-#: model call is answered by a call to it, which needs approval. The model never sees it (see `_model_view`).
+#: model call is answered by a call to it, which needs approval. The model never sees it (see
+#: `openai_agents_models._model_view`).
 LIMIT_TOOL = "otel_budget_limit"
-_LIMIT_CALL_PREFIX = "otel_budget_limit_"
+LIMIT_CALL_PREFIX = "otel_budget_limit_"
 #: Set while the SDK restores a `RunState` paused at a limit: the agent's tools then include LIMIT_TOOL.
 _restoring_limit: contextvars.ContextVar[bool] = contextvars.ContextVar("otel_budget_restoring_limit", default=False)
 
@@ -36,19 +38,20 @@ _restoring_limit: contextvars.ContextVar[bool] = contextvars.ContextVar("otel_bu
 # --- approval: the SDK's interruptions are our pauses ----------------------------------------------------
 
 
-def _get(obj: Any, name: str) -> Any:
+def field_of(obj: Any, name: str) -> Any:
+    """`obj[name]` of a mapping, else the attribute `obj.name` (None when it has none)."""
     return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
 
 
 def _call_of(item: Any) -> tuple[str, Any, str | None]:
     """(tool name, arguments, call id) of a `ToolApprovalItem`."""
     raw = getattr(item, "raw_item", None)
-    name = getattr(item, "tool_name", None) or _get(raw, "name") or "tool"
-    call_id = _get(raw, "call_id") or _get(raw, "id")
-    return str(name), _get(raw, "arguments"), str(call_id) if call_id else None
+    name = getattr(item, "tool_name", None) or field_of(raw, "name") or "tool"
+    call_id = field_of(raw, "call_id") or field_of(raw, "id")
+    return str(name), field_of(raw, "arguments"), str(call_id) if call_id else None
 
 
-def _remember(paused: PausedRun) -> None:
+def remember_pause(paused: PausedRun) -> None:
     """Keep a paused run for the `Runner.run(agent, state)` that resumes it (bounded, oldest out)."""
     if paused.pending is None or not paused.pending.call_id:
         return
@@ -67,7 +70,7 @@ async def load_state(agent: Any, paused: PausedRun | str) -> Any:
     if isinstance(paused, str):
         paused = PausedRun.model_validate_json(paused)
     state = await RunState.from_json(agent, paused.state)
-    _remember(paused)
+    remember_pause(paused)
     return state
 
 
@@ -124,14 +127,14 @@ async def _state_from_json(wrapped: Any, instance: Any, args: tuple[Any, ...], k
         _restoring_limit.reset(token)
     if isinstance(ours, Mapping) and isinstance(ours.get("paused"), Mapping):
         try:
-            _remember(PausedRun.model_validate(ours["paused"]))
+            remember_pause(PausedRun.model_validate(ours["paused"]))
         except Exception:  # noqa: BLE001 - the state resumes as a fresh run; say so
             log.warning("otel-budget: could not read the pause saved in a RunState; resuming without it",
                         exc_info=True)
     return state
 
 
-def _resumption(run_state: Any) -> tuple[PausedRun, bool | None, list[Any]] | None:
+def resumption(run_state: Any) -> tuple[PausedRun, bool | None, list[Any]] | None:
     """For an SDK `RunState` given as input: the paused run it goes on from, the decision on the pending call,
     and the interruptions (None when the state did not come from one of our pauses)."""
     if run_state is None or type(run_state).__name__ != "RunState":
@@ -159,7 +162,7 @@ def _decision(run_state: Any, tool: str, call_id: str | None) -> bool | None:
     return status if isinstance(status, bool) else None
 
 
-def _enter(run: Run, run_state: Any, items: list[Any]) -> None:
+def enter_run(run: Run, run_state: Any, items: list[Any]) -> None:
     """The run has started: the SDK owns approval pauses; its decisions on a resumed state's other calls apply."""
     node = run.node
     node.framework_approval = True
@@ -196,7 +199,7 @@ def _set_alternative(node: RunNode, run: ResumedRun, run_state: Any, context: An
         log.debug("otel-budget: could not set the rejection message", exc_info=True)
 
 
-def _pause_on_interruptions(node: RunNode, result: Any) -> None:
+def pause_on_interruptions(node: RunNode, result: Any) -> None:
     """The SDK returned with interruptions (tool calls waiting for approval): the run pauses on one of them."""
     try:
         items = list(getattr(result, "interruptions", None) or ())
@@ -266,7 +269,8 @@ def _the_limit_tool() -> Any:
     return _limit_tool
 
 
-def _pauses_at_limits() -> bool:
+def pauses_at_limits() -> bool:
+    """Whether the current run (or one it draws from), or the `RunState` being restored, pauses at limits."""
     if _restoring_limit.get():
         return True
     node = current_run()
@@ -277,9 +281,34 @@ async def _get_all_tools(wrapped: Any, instance: Any, args: tuple[Any, ...], kwa
     """An agent's tools; in a run that pauses at limits, with LIMIT_TOOL, so the SDK can interrupt for it."""
     tools = await wrapped(*args, **kwargs)
     try:
-        if _pauses_at_limits() and isinstance(tools, list) and not any(
+        if pauses_at_limits() and isinstance(tools, list) and not any(
                 getattr(t, "name", None) == LIMIT_TOOL for t in tools):
             return [*tools, _the_limit_tool()]
     except Exception:  # noqa: BLE001 - our bug must not break the agent (a limit pause then ends the run)
         log.warning("otel-budget: could not add the limit tool", exc_info=True)
     return tools
+
+
+def patch_state(patches: Patches, tool_execution: Any) -> bool:
+    """Patch the SDK's approval check, agents' tools (LIMIT_TOOL) and `RunState` JSON; False when a patch point is
+    missing."""
+    ok = patches.wrap(tool_execution, "function_needs_approval", _function_needs_approval)
+    try:
+        from agents.run_internal import turn_resolution
+    except ImportError:
+        turn_resolution = None  # type: ignore[assignment]
+    if turn_resolution is not None and "function_needs_approval" in vars(turn_resolution):
+        ok = patches.wrap(turn_resolution, "function_needs_approval", _function_needs_approval) and ok
+    try:
+        from agents.agent import AgentBase
+    except ImportError:
+        AgentBase = None  # type: ignore[assignment,misc]  # noqa: N806
+    ok = AgentBase is not None and patches.wrap(AgentBase, "get_all_tools", _get_all_tools) and ok
+    try:
+        from agents.run_state import RunState
+    except ImportError:
+        RunState = None  # type: ignore[assignment,misc]  # noqa: N806
+    if RunState is not None:
+        ok = patches.wrap(RunState, "to_json", _state_to_json) and ok
+        ok = patches.wrap(RunState, "from_json", _state_from_json) and ok
+    return ok
