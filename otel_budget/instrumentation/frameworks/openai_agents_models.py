@@ -15,7 +15,7 @@ from ...core.tools import begin_tool
 from ...model.outcome import BudgetExceeded
 from ...telemetry import semconv as sc
 from .._patch import Patches
-from ._framework import Answers, cut_stop, limit_pause, refused_here, run_tool
+from ._framework import Answers, cut_stop, limit_pause, own_stop, refused_here, run_tool
 from .openai_agents_state import LIMIT_CALL_PREFIX, LIMIT_TOOL, field_of, pauses_at_limits
 
 log = logging.getLogger(__name__)
@@ -59,18 +59,30 @@ def _truncation_stop(exc: BaseException) -> BudgetExceeded | None:
     return cut_stop(current_run()) if type(exc).__name__ == "ModelBehaviorError" else None
 
 
+def _answerable(exc: Exception) -> tuple[RunNode, BudgetExceeded] | None:
+    """The run and the stop a failed model call is answered with (the run's own refusal, or an answer the budget
+    cut), else None: the error goes on."""
+    stop = exc if isinstance(exc, BudgetExceeded) else _truncation_stop(exc)
+    node = refused_here(stop) if stop is not None else None
+    return (node, stop) if node is not None and stop is not None else None
+
+
+def _stop_response(node: RunNode, stop: BudgetExceeded) -> Any:
+    """A model response carrying the stop's answer (`_stop_answer`), as if the model had given it."""
+    from agents.items import ModelResponse
+    from agents.usage import Usage
+
+    return ModelResponse(output=[_stop_answer(node, stop)], usage=Usage(), response_id=None)
+
+
 async def _get_response(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     try:
         return await wrapped(*args, **kwargs)
     except Exception as exc:
-        stop = exc if isinstance(exc, BudgetExceeded) else _truncation_stop(exc)
-        node = refused_here(stop) if stop is not None else None
-        if node is None or stop is None:
+        found = _answerable(exc)
+        if found is None:
             raise
-        from agents.items import ModelResponse
-        from agents.usage import Usage
-
-        return ModelResponse(output=[_stop_answer(node, stop)], usage=Usage(), response_id=None)
+        return _stop_response(*found)
 
 
 #: Input fields whose text is sent as it is: their length is a lower bound of the request's size.
@@ -111,7 +123,7 @@ def _precheck(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tupl
     try:
         node.precheck(sc.PROVIDER_OPENAI, name, max_tokens if isinstance(max_tokens, int) else None, lambda: chars)
     except BudgetExceeded as exc:
-        return (node, exc) if node.id in getattr(exc, "run_path", ()) else None
+        return (node, exc) if own_stop(node, exc) is not None else None
     return None
 
 
@@ -145,10 +157,7 @@ async def _model_get_response(wrapped: Any, instance: Any, args: tuple[Any, ...]
     found = _precheck(instance, args, kwargs)
     if found is None:
         return await wrapped(*args, **kwargs)
-    from agents.items import ModelResponse
-    from agents.usage import Usage
-
-    return ModelResponse(output=[_stop_answer(*found)], usage=Usage(), response_id=None)
+    return _stop_response(*found)
 
 
 def _model_stream_response(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -189,11 +198,10 @@ async def _guarded_stream(events: Any) -> AsyncIterator[Any]:
             async for event in events:
                 yield event
     except Exception as exc:
-        stop = exc if isinstance(exc, BudgetExceeded) else _truncation_stop(exc)
-        node = refused_here(stop) if stop is not None else None
-        if node is None or stop is None:
+        found = _answerable(exc)
+        if found is None:
             raise
-        yield _completed_event(node, stop)
+        yield _completed_event(*found)
 
 
 # --- tools -----------------------------------------------------------------------------------------------
