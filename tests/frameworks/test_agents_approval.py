@@ -15,7 +15,7 @@ from openai import AsyncOpenAI  # noqa: E402
 
 import otel_budget  # noqa: E402
 from otel_budget import ApprovalPolicy, Budget, PausedRun  # noqa: E402
-from otel_budget.instrumentation.frameworks import openai_agents  # noqa: E402
+from otel_budget.instrumentation.frameworks import openai_agents_state  # noqa: E402
 from otel_budget.instrumentation.frameworks.openai_agents import load_state, outcome  # noqa: E402
 from otel_budget.testing import ScriptedLLM, ToolCall, Turn  # noqa: E402
 
@@ -168,7 +168,7 @@ async def test_the_sdks_own_needs_approval_pauses_and_a_json_round_trip_resumes_
     assert done is not None and done.stop_reason == "awaiting_approval"
     assert done.paused.pending.tool == "send_email"
     text = done.paused.model_dump_json()  # stored while a person decides
-    openai_agents._paused.clear()  # as in a new process: only the JSON is left
+    openai_agents_state._paused.clear()  # as in a new process: only the JSON is left
     state = await load_state(_agent(), PausedRun.model_validate_json(text))
     state.approve(state.get_interruptions()[0])
     scripted_llm.default = _read("b")
@@ -211,7 +211,7 @@ async def test_the_readme_budget_survives_the_sdks_to_string_round_trip_and_keep
 
     first = await _pause_on_push(scripted_llm, Budget(max_steps=6, approve=["git_push"]), reads_before=3)
     text = first.to_state().to_string()  # the SDK's documented way to keep a paused run (JSON text)
-    openai_agents._paused.clear()  # only the text is left, as in another process
+    openai_agents_state._paused.clear()  # only the text is left, as in another process
     state = await RunState.from_string(_agent(), text)
     state.approve(state.get_interruptions()[0])
     turns = iter(range(100))
@@ -257,7 +257,7 @@ async def test_a_rejection_read_from_the_sdks_json_ends_the_run_denied(scripted_
 
     first = await _pause_on_push(scripted_llm, Budget(max_steps=6, approve=["git_push"]))
     text = first.to_state().to_string()
-    openai_agents._paused.clear()
+    openai_agents_state._paused.clear()
     state = await RunState.from_string(_agent(), text)
     state.reject(state.get_interruptions()[0])
     scripted_llm.default = Turn(text="unexpected")
@@ -276,7 +276,7 @@ async def test_budget_hooks_pause_and_resume_keep_the_quota(scripted_llm: Script
     first = await Runner.run(_agent(), "release", hooks=hooks)
     assert outcome(first).stop_reason == "awaiting_approval"
     text = first.to_state().to_string()
-    openai_agents._paused.clear()
+    openai_agents_state._paused.clear()
     state = await RunState.from_string(_agent(), text)
     state.approve(state.get_interruptions()[0])
     scripted_llm.default = _read("b")

@@ -24,8 +24,9 @@ from openai import AsyncOpenAI  # noqa: E402
 import otel_budget  # noqa: E402
 from otel_budget import Budget  # noqa: E402
 from otel_budget.agents import BudgetHooks  # noqa: E402
-from otel_budget.instrumentation.frameworks import openai_agents  # noqa: E402
-from otel_budget.instrumentation.frameworks.openai_agents import LIMIT_TOOL, outcome  # noqa: E402
+from otel_budget.instrumentation.frameworks import openai_agents_state  # noqa: E402
+from otel_budget.instrumentation.frameworks.openai_agents import outcome  # noqa: E402
+from otel_budget.instrumentation.frameworks.openai_agents_state import LIMIT_TOOL  # noqa: E402
 from otel_budget.testing import ScriptedLLM, ToolCall, Turn  # noqa: E402
 
 MODEL = "agents-test-model"
@@ -44,7 +45,7 @@ def sdk(scripted_llm: ScriptedLLM, otel: Any) -> Iterator[None]:
     set_tracing_disabled(True)
     set_default_openai_client(AsyncOpenAI(base_url=scripted_llm.openai_base_url, api_key="x", max_retries=0))
     read.clear()
-    openai_agents._paused.clear()
+    openai_agents_state._paused.clear()
     yield
 
 
@@ -152,7 +153,7 @@ async def test_approve_without_a_larger_budget_pauses_again_without_sending(scri
 async def test_the_pause_survives_the_sdks_to_string_round_trip(scripted_llm: ScriptedLLM) -> None:
     first = await _pause_at_steps(scripted_llm)
     text = first.to_state().to_string()
-    openai_agents._paused.clear()  # only the text is left, as in another process
+    openai_agents_state._paused.clear()  # only the text is left, as in another process
     state = await RunState.from_string(_agent(), text)
     (item,) = state.get_interruptions()
     assert item.tool_name == LIMIT_TOOL

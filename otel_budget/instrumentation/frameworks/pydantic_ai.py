@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-import weakref
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field, replace
@@ -51,11 +50,10 @@ from ...core.tools import begin_tool, end_tool
 from ...model.budget import Budget, StopReason
 from ...model.outcome import BudgetExceeded, RunOutcome
 from .._patch import Patches
-from ._framework import budget_from, stop_text
+from ._framework import Answers, attach, budget_from, cut_stop, outcome_of, refused_here, run_name
 
 log = logging.getLogger(__name__)
 
-_OUTCOME_ATTR = "otel_budget_outcome"
 #: pydantic-ai model modules -> our provider module whose patch meters (and spans) their requests.
 _METERED_BY = {
     "pydantic_ai.models.openai": "openai",
@@ -63,7 +61,7 @@ _METERED_BY = {
     "pydantic_ai.models.google": "google_genai",
 }
 #: Runs whose stop we answered with a wrap-up response (so the final output can carry the final wrap-up).
-_answered: weakref.WeakKeyDictionary[RunNode, str] = weakref.WeakKeyDictionary()
+_answers = Answers()
 #: UsageLimitExceeded message fragment -> (stop reason, limit) of the run it ends.
 _USAGE_LIMITS = (
     ("request_limit", StopReason.STEPS), ("tool_calls_limit", StopReason.TOOL_CALLS),
@@ -73,7 +71,7 @@ _USAGE_LIMITS = (
 
 def outcome(result: Any) -> RunOutcome | None:
     """The RunOutcome of an `Agent.run` / `run_sync` / `run_stream` / `iter` result (None if it was not budgeted)."""
-    return getattr(result, _OUTCOME_ATTR, None)
+    return outcome_of(result)
 
 
 # --- runs ---------------------------------------------------------------------------------------------------
@@ -96,9 +94,7 @@ def _agent_capabilities(agent: Any) -> Any:
 
 
 def _iter(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    from .pydantic_ai import _Enforcer
-
-    run = Run(str(getattr(instance, "name", None) or "agent"), _budget(instance, kwargs))
+    run = Run(run_name(instance), _budget(instance, kwargs))
     kwargs = {**kwargs, "capabilities": [*(kwargs.get("capabilities") or ()), _Enforcer()]}
     return _budgeted(run, lambda: wrapped(*args, **kwargs))
 
@@ -122,12 +118,12 @@ async def _budgeted(run: Run, make: Any) -> AsyncIterator[Any]:
     if stop is not None:
         if isinstance(stop, BudgetExceeded) and run.node.outcome is not None:
             stop.outcome = run.node.outcome
-        _attach(stop, run)
+        attach(stop, run)
         raise stop
     if result is not None:
-        _finish(result, run)
+        _answers.finish(result, run, "output")
     elif agent_run is not None and run.node.outcome is not None and not run.node.outcome.completed:
-        _attach(agent_run, run)
+        attach(agent_run, run)
 
 
 def _usage_limit(node: RunNode, exc: BaseException) -> BaseException | None:
@@ -143,38 +139,7 @@ def _usage_limit(node: RunNode, exc: BaseException) -> BaseException | None:
     return exc
 
 
-def _finish(result: Any, run: Run) -> None:
-    _attach(result, run)
-    done = run.node.outcome
-    if done is None or done.completed:
-        return
-    answered = _answered.pop(run.node, None)
-    if answered is not None and getattr(result, "output", None) == answered:
-        with contextlib.suppress(Exception):
-            result.output = done.wrap_up  # the final text (with a model-written summary, if configured)
-
-
-def _attach(obj: Any, run: Run) -> None:
-    with contextlib.suppress(Exception):
-        setattr(obj, _OUTCOME_ATTR, run.node.outcome)
-
-
 # --- what the run's capability calls ------------------------------------------------------------------------
-
-
-def refused_here(exc: BudgetExceeded) -> RunNode | None:
-    """The current run, when `exc` is its own stop (or its ancestors')."""
-    node = current_run()
-    if node is None or node.id not in getattr(exc, "run_path", ()):
-        return None
-    return node
-
-
-def answer(node: RunNode, exc: BudgetExceeded) -> str:
-    """The wrap-up text that answers a refused (or cut) model request."""
-    text = stop_text(node, exc)
-    _answered[node] = text
-    return text
 
 
 def metered(model: Any) -> bool:
@@ -264,7 +229,7 @@ class _Enforcer(AbstractCapability[Any]):
         if node is None or node.allows() or node.stop_state is None or not _text_allowed(request_context):
             return request_context
         stop = node.stop(*node.stop_state)
-        raise SkipModelRequest(_wrap_up_response(answer(node, stop), request_context))
+        raise SkipModelRequest(_wrap_up_response(_answers.answer(node, stop), request_context))
 
     async def wrap_model_request(self, ctx: Any, *, request_context: Any, handler: Any) -> ModelResponse:
         node = current_run()
@@ -275,11 +240,10 @@ class _Enforcer(AbstractCapability[Any]):
             stopped = refused_here(exc)
             if stopped is None or not _text_allowed(request_context):
                 raise
-            return _wrap_up_response(answer(stopped, exc), request_context)
-        if (node is not None and not was_cut and node.truncated_by_budget and node.stop_state is not None
-                and _text_allowed(request_context)):
-            stop = node.stop(*node.stop_state)  # cut at the output limit the budget set: not the answer
-            return _wrap_up_response(answer(node, stop), request_context, usage=response.usage)
+            return _wrap_up_response(_answers.answer(stopped, exc), request_context)
+        cut = cut_stop(node, was_cut) if _text_allowed(request_context) else None
+        if node is not None and cut is not None:  # cut at the output limit the budget set: not the answer
+            return _wrap_up_response(_answers.answer(node, cut), request_context, usage=response.usage)
         return response
 
     def get_wrapper_model(self, model: Any) -> Any:
@@ -335,7 +299,7 @@ class _StreamStop(WrapperModel):
                 node = refused_here(exc)
                 if node is None or not _text_allowed_by(model_request_parameters):
                     raise
-                stream = _WrapUpStream(model_request_parameters, answer(node, exc), self.model_name)
+                stream = _WrapUpStream(model_request_parameters, _answers.answer(node, exc), self.model_name)
             else:
                 if node is not None and not was_cut and _text_allowed_by(model_request_parameters):
                     _end_cut_stream_with_wrap_up(stream, node)
@@ -351,9 +315,10 @@ def _end_cut_stream_with_wrap_up(stream: StreamedResponse, node: Any) -> None:
     async def honest() -> AsyncIterator[ModelResponseStreamEvent]:
         async for event in events():
             yield event
-        if not node.truncated_by_budget or node.stop_state is None:
+        stop = cut_stop(node)
+        if stop is None:
             return
-        text = answer(node, node.stop(*node.stop_state))
+        text = _answers.answer(node, stop)
         cut = type(stream).get(stream)
         ending.append(replace(cut, parts=[TextPart(content=text)], finish_reason="stop"))
         yield stream._parts_manager.handle_part(vendor_part_id=None, part=TextPart(content=f"\n\n{text}"))
