@@ -1,0 +1,89 @@
+"""LangChain tools (`BaseTool.run` / `arun`, which `ToolNode` uses): `execute_tool` spans, a refused tool answered
+by an error `ToolMessage`, a tool stopped by `interrupt()` not counted until it runs again."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from opentelemetry import trace
+
+from ...core import config
+from ...core.resume import pause
+from ...core.tools import begin_tool, end_tool
+from ...model.outcome import BudgetExceeded
+from .langchain_pauses import _is_bubble_up, _is_interrupt
+
+# --- tools -----------------------------------------------------------------------------------------------
+
+
+def _tool_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, str | None]:
+    tool_input = args[0] if args else kwargs.get("tool_input")
+    return tool_input, kwargs.get("tool_call_id")
+
+
+def _refused(instance: Any, exc: BudgetExceeded, call_id: str | None) -> Any:
+    if call_id is None:
+        raise exc
+    from langchain_core.messages import ToolMessage
+
+    return ToolMessage(content=f"Not run: {exc.message}", tool_call_id=call_id, name=instance.name, status="error")
+
+
+def _interrupted(state: tuple, exc: BaseException, call_id: str | None) -> bool:
+    """A tool stopped by `interrupt()` (it runs again on resume): not counted now; the run pauses on it."""
+    if not _is_bubble_up(exc):
+        return False
+    node, name, reserved, span, cost, arguments, *_ = state
+    if node is not None:
+        node.release_tool(name, reserved)
+        if _is_interrupt(exc) and (node.stop_state is None or node.approval is None or node.approval.pending is None):
+            pause(name, arguments, call_id, node=node)
+    if span is not None:
+        try:
+            config.get().telemetry.end_tool(span, None, None, False, 0.0)
+        except Exception:  # noqa: BLE001
+            pass
+    return True
+
+
+def _tool_description(tool: Any) -> str | None:
+    description = getattr(tool, "description", None)
+    return description if isinstance(description, str) and description else None
+
+
+def _tool_run(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    tool_input, call_id = _tool_args(args, kwargs)
+    try:
+        state = begin_tool(str(instance.name), tool_input, call_id, description=_tool_description(instance))
+    except BudgetExceeded as exc:
+        return _refused(instance, exc, call_id)
+    span = state[3]
+    try:
+        with trace.use_span(span, end_on_exit=False) if span is not None else contextlib.nullcontext():
+            result = wrapped(*args, **kwargs)
+    except BaseException as exc:
+        if not _interrupted(state, exc, call_id):
+            end_tool(state, None, exc)
+        raise
+    end_tool(state, getattr(result, "content", result))
+    return result
+
+
+async def _tool_arun(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    tool_input, call_id = _tool_args(args, kwargs)
+    try:
+        state = begin_tool(str(instance.name), tool_input, call_id, description=_tool_description(instance))
+    except BudgetExceeded as exc:
+        return _refused(instance, exc, call_id)
+    span = state[3]
+    try:
+        with trace.use_span(span, end_on_exit=False) if span is not None else contextlib.nullcontext():
+            result = await wrapped(*args, **kwargs)
+    except BaseException as exc:
+        if not _interrupted(state, exc, call_id):
+            end_tool(state, None, exc)
+        raise
+    end_tool(state, getattr(result, "content", result))
+    return result
+
