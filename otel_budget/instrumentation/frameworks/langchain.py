@@ -67,16 +67,14 @@ from .langchain_models import (
     stop_message,
 )
 from .langchain_pauses import (
-    _CARRIED_MAX,
-    _carried,
-    _carried_lock,
-    _checkpointed_pause,
     _decision,
     _is_bubble_up,
     _is_interrupt,
     _on_interrupt,
+    carried,
     forget_thread,
     interrupt_at_limit,
+    keep,
     paused_run,
 )
 from .langchain_tools import _tool_arun, _tool_run
@@ -105,10 +103,7 @@ class _GraphCall:
         self.resumes = graph_input is None or self.resume_value is not None
         self.carried: Usage | PausedRun | None = None
         if current_run() is None and self.thread is not None and self.resumes:
-            with _carried_lock:
-                self.carried = _carried.get((self.name, self.thread))
-            if self.carried is None:  # e.g. another process: the checkpoint may hold a limit pause
-                self.carried = _checkpointed_pause(instance, config)
+            self.carried = carried(self.name, self.thread, instance, config)
 
     def make_run(self) -> Run:
         """A fresh run, or the paused run of this thread going on (`Command(resume=...)` after `interrupt()`)."""
@@ -127,12 +122,7 @@ class _GraphCall:
         outcome = run.node.outcome
         if outcome is None or run.node.parent is not None or self.thread is None:
             return
-        with _carried_lock:
-            key = (self.name, self.thread)
-            _carried[key] = outcome.paused if outcome.paused is not None else outcome.usage
-            _carried.move_to_end(key)
-            while len(_carried) > _CARRIED_MAX:
-                _carried.popitem(last=False)
+        keep(self.name, self.thread, outcome.paused if outcome.paused is not None else outcome.usage)
 
 
 def _middleware_budget(graph: Any) -> Budget | None:

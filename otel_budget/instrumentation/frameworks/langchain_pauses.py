@@ -41,6 +41,23 @@ def forget_thread(thread_id: str, graph_name: str | None = None) -> None:
             del _carried[key]
 
 
+def carried(name: str, thread: str, graph: Any, config: Any) -> Usage | PausedRun | None:
+    """What a call resuming the thread starts from: the usage (or pause) of its last top-level run in this process,
+    else the limit pause the thread's checkpoint holds (e.g. a resume in another process)."""
+    with _carried_lock:
+        kept = _carried.get((name, thread))
+    return kept if kept is not None else _checkpointed_pause(graph, config)
+
+
+def keep(name: str, thread: str, kept: Usage | PausedRun) -> None:
+    """Keep the usage (or pause) of a thread's top-level run for its resumes; the longest unused thread goes first."""
+    with _carried_lock:
+        _carried[(name, thread)] = kept
+        _carried.move_to_end((name, thread))
+        while len(_carried) > _CARRIED_MAX:
+            _carried.popitem(last=False)
+
+
 def _checkpointed_pause(graph: Any, config: Any) -> PausedRun | None:
     """The limit pause a thread's checkpoint holds in its `interrupt()` value (`interrupt_at_limit`), so a
     `Command(resume=...)` in another process goes on with the quota used. None when there is none or the graph's
