@@ -59,25 +59,24 @@ from ...model.paused import PausedRun
 from .._patch import Patches
 from ._framework import budget_from
 from .langchain_models import (
-    _agenerate,
-    _generate,
-    _graph_runs,
-    _patch_limit_middleware,
-    _provider_parse,
+    agenerate,
+    generate,
+    graph_runs,
+    patch_agents,
     stop_message,
 )
 from .langchain_pauses import (
-    _decision,
-    _is_bubble_up,
-    _is_interrupt,
-    _on_interrupt,
     carried,
+    decision,
     forget_thread,
     interrupt_at_limit,
+    is_bubble_up,
+    is_interrupt,
     keep,
+    on_interrupt,
     paused_run,
 )
-from .langchain_tools import _tool_arun, _tool_run
+from .langchain_tools import tool_arun, tool_run
 
 log = logging.getLogger(__name__)
 
@@ -109,12 +108,12 @@ class _GraphCall:
         """A fresh run, or the paused run of this thread going on (`Command(resume=...)` after `interrupt()`)."""
         if isinstance(self.carried, PausedRun):
             paused = self.carried
-            return resume(paused, approved=_decision(self.resume_value, paused), budget=self.budget)
+            return resume(paused, approved=decision(self.resume_value, paused), budget=self.budget)
         return Run(self.name, self.budget, conversation_id=self.thread)
 
     def start(self, run: Run) -> None:
         node = run.node
-        _graph_runs.add(node)
+        graph_runs.add(node)
         if node.parent is None and isinstance(self.carried, Usage):
             node.carry_over(self.carried)
 
@@ -153,16 +152,16 @@ def _after_stop(run: Run, exc: BaseException | None) -> BaseException | None:
     interrupt (or a command to the parent graph) that leaves a subgraph is a pause, not an error."""
     if exc is not None and type(exc).__name__ == "GraphRecursionError" and run.node.stop_state is not None:
         return None
-    if exc is not None and _is_bubble_up(exc):
-        if _is_interrupt(exc):
-            _on_interrupt(run.node, exc)
+    if exc is not None and is_bubble_up(exc):
+        if is_interrupt(exc):
+            on_interrupt(run.node, exc)
         return None
     return exc
 
 
 def _raised(exc_in: BaseException | None, error: BaseException | None, suppressed: bool) -> BaseException | None:
     """What the graph call raises after the run closed: the error, unless the run took it as its own stop."""
-    if error is not None and exc_in is None and _is_bubble_up(error):
+    if error is not None and exc_in is None and is_bubble_up(error):
         return error  # LangGraph's own control flow goes on to the parent graph
     return exc_in if exc_in is not None and not suppressed else None
 
@@ -248,8 +247,8 @@ def _on_loop_exit(loop: Any, exc: BaseException | None) -> None:
     try:
         node = current_run()
         top = not getattr(loop, "is_nested", True)
-        if exc is not None and _is_interrupt(exc) and top and node is not None and node in _graph_runs:
-            _on_interrupt(node, exc)
+        if exc is not None and is_interrupt(exc) and top and node is not None and node in graph_runs:
+            on_interrupt(node, exc)
     except Exception:  # noqa: BLE001 - our bug must not break the graph
         log.warning("otel-budget: recording an interrupt failed", exc_info=True)
 
@@ -262,19 +261,15 @@ def instrument(patches: Patches) -> bool:
         from langchain_core.tools import BaseTool
     except ImportError:
         return False
-    patches.wrap(BaseChatModel, "_generate_with_cache", _generate)
-    patches.wrap(BaseChatModel, "_agenerate_with_cache", _agenerate)
-    patches.wrap(BaseTool, "run", _tool_run)
-    patches.wrap(BaseTool, "arun", _tool_arun)
+    patches.wrap(BaseChatModel, "_generate_with_cache", generate)
+    patches.wrap(BaseChatModel, "_agenerate_with_cache", agenerate)
+    patches.wrap(BaseTool, "run", tool_run)
+    patches.wrap(BaseTool, "arun", tool_arun)
     try:
         from langgraph.pregel import Pregel
     except ImportError:
         return True
-    _patch_limit_middleware(patches)
-    with contextlib.suppress(ImportError):
-        from langchain.agents.structured_output import ProviderStrategyBinding
-
-        patches.wrap(ProviderStrategyBinding, "parse", _provider_parse)
+    patch_agents(patches)
     patches.wrap(Pregel, "stream", _stream)
     patches.wrap(Pregel, "astream", _astream)
     try:

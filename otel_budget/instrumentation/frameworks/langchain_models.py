@@ -4,6 +4,7 @@ ends the run at its limit."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import weakref
 from typing import Any
@@ -18,7 +19,7 @@ from .langchain_pauses import interrupt_at_limit
 log = logging.getLogger(__name__)
 
 #: Runs opened by a graph call: only there is a refused model call answered by a wrap-up message.
-_graph_runs: weakref.WeakSet[RunNode] = weakref.WeakSet()
+graph_runs: weakref.WeakSet[RunNode] = weakref.WeakSet()
 
 
 # --- chat models: a refused call is answered by the wrap-up --------------------------------------------------
@@ -26,7 +27,7 @@ _graph_runs: weakref.WeakSet[RunNode] = weakref.WeakSet()
 
 def _graph_node() -> RunNode | None:
     node = current_run()
-    return node if node is not None and node in _graph_runs else None
+    return node if node is not None and node in graph_runs else None
 
 
 def _stopped_graph_node(exc: BudgetExceeded) -> RunNode | None:
@@ -80,7 +81,7 @@ def _cut_now(node: RunNode | None, was_cut: bool) -> BudgetExceeded | None:
     return node.stop(*node.stop_state)
 
 
-def _generate(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def generate(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     node = _graph_node()
     was_cut = node is not None and node.truncated_by_budget
     try:
@@ -99,7 +100,7 @@ def _generate(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[s
     return _cut_short(node, was_cut, result)
 
 
-async def _agenerate(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+async def agenerate(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     node = _graph_node()
     was_cut = node is not None and node.truncated_by_budget
     try:
@@ -162,7 +163,12 @@ def _provider_parse(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: 
     return wrapped(*args, **kwargs)
 
 
-def _patch_limit_middleware(patches: Patches) -> None:
+def patch_agents(patches: Patches) -> None:
+    """Patch LangChain v1 agents (`create_agent`), when installed: its limit middleware and structured output."""
+    with contextlib.suppress(ImportError):
+        from langchain.agents.structured_output import ProviderStrategyBinding
+
+        patches.wrap(ProviderStrategyBinding, "parse", _provider_parse)
     try:
         from langchain.agents.middleware import ModelCallLimitMiddleware, ToolCallLimitMiddleware
     except ImportError:

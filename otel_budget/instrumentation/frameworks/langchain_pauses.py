@@ -85,11 +85,11 @@ def _classes(exc: BaseException) -> set[str]:
     return {cls.__name__ for cls in type(exc).__mro__}
 
 
-def _is_bubble_up(exc: BaseException) -> bool:
+def is_bubble_up(exc: BaseException) -> bool:
     return "GraphBubbleUp" in _classes(exc)
 
 
-def _is_interrupt(exc: BaseException) -> bool:
+def is_interrupt(exc: BaseException) -> bool:
     return "GraphInterrupt" in _classes(exc)
 
 
@@ -115,7 +115,7 @@ def _named_call(value: Any) -> tuple[str, Any] | None:
     return name, arguments
 
 
-def _on_interrupt(node: RunNode, exc: BaseException) -> None:
+def on_interrupt(node: RunNode, exc: BaseException) -> None:
     """The graph stopped at `interrupt()`: the run pauses on the call it waits for."""
     interrupts = _interrupts(exc)
     state = {"interrupts": [{"id": getattr(i, "id", None), "value": getattr(i, "value", None)} for i in interrupts]}
@@ -132,7 +132,7 @@ def _on_interrupt(node: RunNode, exc: BaseException) -> None:
     pause(tool, arguments, getattr(first, "id", None), state=state, node=node)
 
 
-def _decision(value: Any, paused: PausedRun) -> bool | None:
+def decision(value: Any, paused: PausedRun) -> bool | None:
     """A `Command(resume=value)` read as a decision on the pending call (None: it decides nothing)."""
     state = paused.state if isinstance(paused.state, dict) else {}
     ids = {i.get("id") for i in state.get("interrupts", ()) if isinstance(i, dict)}
@@ -148,10 +148,10 @@ def _decision(value: Any, paused: PausedRun) -> bool | None:
             return bool(value["approved"])
         decisions = value.get("decisions")
         if isinstance(decisions, list) and decisions:
-            return _decision(decisions[0], paused)
+            return decision(decisions[0], paused)
         for key in ("type", "decision", "action"):
             if isinstance(value.get(key), str):
-                return _decision(value[key], paused)
+                return decision(value[key], paused)
     return None
 
 

@@ -12,7 +12,7 @@ from ...core import config
 from ...core.resume import pause
 from ...core.tools import begin_tool, end_tool
 from ...model.outcome import BudgetExceeded
-from .langchain_pauses import _is_bubble_up, _is_interrupt
+from .langchain_pauses import is_bubble_up, is_interrupt
 
 # --- tools -----------------------------------------------------------------------------------------------
 
@@ -32,12 +32,12 @@ def _refused(instance: Any, exc: BudgetExceeded, call_id: str | None) -> Any:
 
 def _interrupted(state: tuple, exc: BaseException, call_id: str | None) -> bool:
     """A tool stopped by `interrupt()` (it runs again on resume): not counted now; the run pauses on it."""
-    if not _is_bubble_up(exc):
+    if not is_bubble_up(exc):
         return False
     node, name, reserved, span, cost, arguments, *_ = state
     if node is not None:
         node.release_tool(name, reserved)
-        if _is_interrupt(exc) and (node.stop_state is None or node.approval is None or node.approval.pending is None):
+        if is_interrupt(exc) and (node.stop_state is None or node.approval is None or node.approval.pending is None):
             pause(name, arguments, call_id, node=node)
     if span is not None:
         try:
@@ -52,7 +52,7 @@ def _tool_description(tool: Any) -> str | None:
     return description if isinstance(description, str) and description else None
 
 
-def _tool_run(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def tool_run(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     tool_input, call_id = _tool_args(args, kwargs)
     try:
         state = begin_tool(str(instance.name), tool_input, call_id, description=_tool_description(instance))
@@ -70,7 +70,7 @@ def _tool_run(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[s
     return result
 
 
-async def _tool_arun(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+async def tool_arun(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     tool_input, call_id = _tool_args(args, kwargs)
     try:
         state = begin_tool(str(instance.name), tool_input, call_id, description=_tool_description(instance))
