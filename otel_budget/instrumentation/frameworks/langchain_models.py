@@ -54,31 +54,43 @@ def _stop_result(node: RunNode, exc: BudgetExceeded) -> Any:
     return ChatResult(generations=[ChatGeneration(message=stop_message(node, exc))])
 
 
-def _cut_short(node: RunNode | None, was_cut: bool, result: Any) -> Any:
-    """A graph run whose answer was just cut at the output limit the budget set (`RunNode.note_truncation`): the
-    run stops there, so the graph gets the wrap-up, not the cut text, as the model's answer."""
+def _cut_now(node: RunNode | None, was_cut: bool) -> BudgetExceeded | None:
+    """The stop, when the call's answer was just cut at the output limit the budget set (`RunNode.note_truncation`):
+    the run stops there."""
     if node is None or was_cut or not node.truncated_by_budget or node.stop_state is None:
-        return result
+        return None
+    return node.stop(*node.stop_state)  # the stop note_truncation recorded
+
+
+def _cut_short(node: RunNode | None, was_cut: bool, result: Any) -> Any:
+    """A graph run whose answer was just cut at the output limit the budget set: the graph gets the wrap-up, not the
+    cut text, as the model's answer."""
     try:
-        generations = result.generations
-        if len(generations) != 1:
+        stop = _cut_now(node, was_cut)
+        if node is None or stop is None or len(result.generations) != 1:
             return result
         from langchain_core.outputs import ChatGeneration, ChatResult
 
-        stop = node.stop(*node.stop_state)  # the stop note_truncation recorded
-        message = stop_message(node, stop, cut=generations[0].message)
+        message = stop_message(node, stop, cut=result.generations[0].message)
         return ChatResult(generations=[ChatGeneration(message=message)], llm_output=result.llm_output)
     except Exception:  # noqa: BLE001 - our bug must not break the graph
         log.warning("otel-budget: could not replace a cut answer by the wrap-up", exc_info=True)
         return result
 
 
-def _cut_now(node: RunNode | None, was_cut: bool) -> BudgetExceeded | None:
-    """The stop, when the call just failed on an answer cut at the output limit the budget set (openai's `parse()`
-    raises `LengthFinishReasonError`, as a structured `response_format` uses it): the run stops there all the same."""
-    if node is None or was_cut or not node.truncated_by_budget or node.stop_state is None:
-        return None
-    return node.stop(*node.stop_state)
+def _answer(node: RunNode | None, was_cut: bool, exc: Exception) -> Any:
+    """The wrap-up answering a call of a graph run that failed on a stop, or None (the error is not ours): the
+    budget refused the call (a limit pause with a checkpointer interrupts instead), or the answer was cut at the
+    budget's output limit (openai's `parse()` raises `LengthFinishReasonError`, as a structured `response_format`
+    uses it)."""
+    stop: BudgetExceeded | None
+    if isinstance(exc, BudgetExceeded):
+        node, stop = _stopped_graph_node(exc), exc
+        if node is not None:
+            interrupt_at_limit(node, exc)
+    else:
+        stop = _cut_now(node, was_cut)
+    return None if node is None or stop is None else _stop_result(node, stop)
 
 
 def generate(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -86,17 +98,11 @@ def generate(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[st
     was_cut = node is not None and node.truncated_by_budget
     try:
         result = wrapped(*args, **kwargs)
-    except BudgetExceeded as exc:
-        stopped = _stopped_graph_node(exc)
-        if stopped is None:
+    except Exception as exc:
+        answer = _answer(node, was_cut, exc)
+        if answer is None:
             raise
-        interrupt_at_limit(stopped, exc)
-        return _stop_result(stopped, exc)
-    except Exception:
-        cut = _cut_now(node, was_cut)
-        if cut is None:
-            raise
-        return _stop_result(node, cut)  # type: ignore[arg-type]
+        return answer
     return _cut_short(node, was_cut, result)
 
 
@@ -105,17 +111,11 @@ async def agenerate(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: 
     was_cut = node is not None and node.truncated_by_budget
     try:
         result = await wrapped(*args, **kwargs)
-    except BudgetExceeded as exc:
-        stopped = _stopped_graph_node(exc)
-        if stopped is None:
+    except Exception as exc:
+        answer = _answer(node, was_cut, exc)
+        if answer is None:
             raise
-        interrupt_at_limit(stopped, exc)
-        return _stop_result(stopped, exc)
-    except Exception:
-        cut = _cut_now(node, was_cut)
-        if cut is None:
-            raise
-        return _stop_result(node, cut)  # type: ignore[arg-type]
+        return answer
     return _cut_short(node, was_cut, result)
 
 
