@@ -6,41 +6,9 @@
   `instrument()`.
 - A graph invoked while a run is active (a subgraph node, or a graph called from a tool) is a child run that
   draws from its parents: the tree is shared and `Budget.max_depth` bounds the nesting.
-- Chat models are charged by the provider patches underneath (langchain-openai uses the openai SDK,
-  langchain-anthropic the anthropic SDK), never through LangChain callbacks, so no call counts twice.
-- Tools (`BaseTool.run` / `arun`, which `ToolNode` uses) get `execute_tool` spans; the tool call the model
-  requested was already counted, so running it is not counted again.
-- A stop: inside a graph run, a chat model call the budget refuses is answered, without being sent, by an
-  `AIMessage` carrying the wrap-up (no tool calls), so a tool-calling graph routes to its end and the graph
-  returns normally with that message last. `response_metadata["otel_budget"]` holds the stop reason and limit.
-  A refused tool execution is not run and answers with an error `ToolMessage`. A `GraphRecursionError` after
-  the run has stopped is not raised either.
-- An answer cut at the output limit the budget set (a token or cost cap, no `max_tokens` on the model) stops the
-  run with that limit (`tokens` / `cost`): the graph gets the wrap-up message instead of the cut text (with the
-  call's `usage_metadata` and the same `otel_budget` metadata), so the cut text is never presented as the answer.
-  Outside a graph run (a chat model called in a plain `run()`) the cut answer is returned as it came.
-- LangChain's own `ModelCallLimitMiddleware` / `ToolCallLimitMiddleware` (`exit_behavior="end"`) keep working; an
-  agent they end (built after `instrument()`) has stopped at a limit: the run ends `steps` / `tool_calls` with
-  `outcome.limit` `run_limit` or `thread_limit`, not `done`.
-- Resume: the usage of a top-level graph run is kept in this process per (graph name, thread_id). A call that
-  resumes the thread (`Command(resume=...)` or input `None`, with a checkpointer) starts with that usage
-  already consumed, so an `interrupt()` does not reset the quota. A call with new input starts fresh.
-- `interrupt()` is a pause: the run ends `awaiting_approval` (not `done`); `paused_run(thread_id)` is its
-  `PausedRun`, whose `pending` is the call it waits on (the tool that called `interrupt()`, the gated tool the
-  model asked for, or what the interrupt value names: `{"tool": ..., "arguments": ...}`, `{"name": ...,
-  "args": ...}`, `action_requests`). A tool stopped by `interrupt()` runs again on resume and counts once.
-  `Command(resume=...)` on the thread goes on from that pause (`otel_budget.resume`): same trace, same quota. When the
-  call is one our policy (`Budget(approve=[...])`) names, the resume value is the person's decision: `True` /
-  `"approve"` / `{"type": "approve"}` grants exactly that call, `False` / `"reject"` / `{"type": "reject"}`
-  ends the run `denied` (or goes on with the policy's `alternative`); anything else decides nothing.
-- A limit pause (`Budget(on_limit="pause")`) in a graph with a checkpointer is LangGraph's own `interrupt()`: the
-  refused model call is not sent, the node interrupts with the limit as the value (`{"kind": "limit", "limit",
-  "used", "cap", "run", "detail", "paused": <PausedRun JSON>}`), and `Command(resume=True)` on the thread goes on
-  under the budget that call brings (`config["configurable"]["otel_budget"]`, else the saved one), with the quota
-  used counted, so it never passes the new limits; `Command(resume=False)` ends the run with the limit's own stop
-  reason and the wrap-up as the last message. The pause travels in the checkpoint: a resume in another process
-  reads it there (a checkpointer that can be read synchronously). Without a checkpointer the graph returns with
-  the wrap-up message, and `otel_budget.resume(paused_run(thread), ...)` around a new call goes on.
+- A `GraphRecursionError` after the run has stopped is not raised: the graph returns with the wrap-up message last.
+- Chat models, and LangChain's own limit middleware: `langchain_models`. Tools: `langchain_tools`. `interrupt()`,
+  `Command(resume=...)`, the usage kept per thread for resumes and limit pauses: `langchain_pauses`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,19 @@
 """LangChain chat models in a graph run: a refused call is answered by the wrap-up, an answer cut at the budget's
 output limit is replaced by it, a structured `response_format` ends with it, and LangChain's own limit middleware
-ends the run at its limit."""
+ends the run at its limit.
+
+- Chat models are charged by the provider patches underneath (langchain-openai uses the openai SDK,
+  langchain-anthropic the anthropic SDK), never through LangChain callbacks, so no call counts twice.
+- A stop: inside a graph run, a chat model call the budget refuses is answered, without being sent, by an
+  `AIMessage` carrying the wrap-up (no tool calls), so a tool-calling graph routes to its end and the graph
+  returns normally with that message last. `response_metadata["otel_budget"]` holds the stop reason and limit.
+- An answer cut at the output limit the budget set (a token or cost cap, no `max_tokens` on the model) stops the
+  run with that limit (`tokens` / `cost`): the graph gets the wrap-up message instead of the cut text (with the
+  call's `usage_metadata` and the same `otel_budget` metadata), so the cut text is never presented as the answer.
+  Outside a graph run (a chat model called in a plain `run()`) the cut answer is returned as it came.
+- LangChain's own `ModelCallLimitMiddleware` / `ToolCallLimitMiddleware` (`exit_behavior="end"`) keep working; an
+  agent they end (built after `instrument()`) has stopped at a limit: the run ends `steps` / `tool_calls` with
+  `outcome.limit` `run_limit` or `thread_limit`, not `done`."""
 
 from __future__ import annotations
 

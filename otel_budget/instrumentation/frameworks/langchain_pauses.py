@@ -1,5 +1,25 @@
 """LangGraph's `interrupt()` and `Command(resume=...)`: the pause a run takes at an interrupt (an approval or a limit
-pause), the decision a resume value carries, and the usage kept per thread for resumes."""
+pause), the decision a resume value carries, and the usage kept per thread for resumes.
+
+- Resume: the usage of a top-level graph run is kept in this process per (graph name, thread_id). A call that
+  resumes the thread (`Command(resume=...)` or input `None`, with a checkpointer) starts with that usage
+  already consumed, so an `interrupt()` does not reset the quota. A call with new input starts fresh.
+- `interrupt()` is a pause: the run ends `awaiting_approval` (not `done`); `paused_run(thread_id)` is its
+  `PausedRun`, whose `pending` is the call it waits on (the tool that called `interrupt()`, the gated tool the
+  model asked for, or what the interrupt value names: `{"tool": ..., "arguments": ...}`, `{"name": ...,
+  "args": ...}`, `action_requests`). A tool stopped by `interrupt()` runs again on resume and counts once.
+  `Command(resume=...)` on the thread goes on from that pause (`otel_budget.resume`): same trace, same quota. When the
+  call is one our policy (`Budget(approve=[...])`) names, the resume value is the person's decision: `True` /
+  `"approve"` / `{"type": "approve"}` grants exactly that call, `False` / `"reject"` / `{"type": "reject"}`
+  ends the run `denied` (or goes on with the policy's `alternative`); anything else decides nothing.
+- A limit pause (`Budget(on_limit="pause")`) in a graph with a checkpointer is LangGraph's own `interrupt()`: the
+  refused model call is not sent, the node interrupts with the limit as the value (`{"kind": "limit", "limit",
+  "used", "cap", "run", "detail", "paused": <PausedRun JSON>}`), and `Command(resume=True)` on the thread goes on
+  under the budget that call brings (`config["configurable"]["otel_budget"]`, else the saved one), with the quota
+  used counted, so it never passes the new limits; `Command(resume=False)` ends the run with the limit's own stop
+  reason and the wrap-up as the last message. The pause travels in the checkpoint: a resume in another process
+  reads it there (a checkpointer that can be read synchronously). Without a checkpointer the graph returns with
+  the wrap-up message, and `otel_budget.resume(paused_run(thread), ...)` around a new call goes on."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""LangChain tools (`BaseTool.run` / `arun`, which `ToolNode` uses): `execute_tool` spans, a refused tool answered
-by an error `ToolMessage`, a tool stopped by `interrupt()` not counted until it runs again."""
+"""LangChain tools (`BaseTool.run` / `arun`, which `ToolNode` uses) get `execute_tool` spans; the tool call the model
+requested was already counted, so running it is not counted again. A refused tool execution is not run and answers
+with an error `ToolMessage`; a tool stopped by `interrupt()` is not counted until it runs again on resume."""
 
 from __future__ import annotations
 
