@@ -15,12 +15,22 @@ from ...core.tools import begin_tool, end_tool
 from ...model.outcome import BudgetExceeded
 from .langchain_pauses import is_bubble_up, is_interrupt
 
-# --- tools -----------------------------------------------------------------------------------------------
 
-
-def _tool_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, str | None]:
+def _begin(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple:
+    """Check and reserve the tool call (BudgetExceeded when the budget refuses it) and open its span."""
     tool_input = args[0] if args else kwargs.get("tool_input")
-    return tool_input, kwargs.get("tool_call_id")
+    return begin_tool(str(instance.name), tool_input, kwargs.get("tool_call_id"),
+                      description=_tool_description(instance))
+
+
+def _in_span(state: tuple) -> Any:
+    span = state[3]
+    return trace.use_span(span, end_on_exit=False) if span is not None else contextlib.nullcontext()
+
+
+def _failed(state: tuple, exc: BaseException, call_id: str | None) -> None:
+    if not _interrupted(state, exc, call_id):
+        end_tool(state, None, exc)
 
 
 def _refused(instance: Any, exc: BudgetExceeded, call_id: str | None) -> Any:
@@ -54,36 +64,32 @@ def _tool_description(tool: Any) -> str | None:
 
 
 def tool_run(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    tool_input, call_id = _tool_args(args, kwargs)
+    call_id = kwargs.get("tool_call_id")
     try:
-        state = begin_tool(str(instance.name), tool_input, call_id, description=_tool_description(instance))
+        state = _begin(instance, args, kwargs)
     except BudgetExceeded as exc:
         return _refused(instance, exc, call_id)
-    span = state[3]
     try:
-        with trace.use_span(span, end_on_exit=False) if span is not None else contextlib.nullcontext():
+        with _in_span(state):
             result = wrapped(*args, **kwargs)
     except BaseException as exc:
-        if not _interrupted(state, exc, call_id):
-            end_tool(state, None, exc)
+        _failed(state, exc, call_id)
         raise
     end_tool(state, getattr(result, "content", result))
     return result
 
 
 async def tool_arun(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    tool_input, call_id = _tool_args(args, kwargs)
+    call_id = kwargs.get("tool_call_id")
     try:
-        state = begin_tool(str(instance.name), tool_input, call_id, description=_tool_description(instance))
+        state = _begin(instance, args, kwargs)
     except BudgetExceeded as exc:
         return _refused(instance, exc, call_id)
-    span = state[3]
     try:
-        with trace.use_span(span, end_on_exit=False) if span is not None else contextlib.nullcontext():
+        with _in_span(state):
             result = await wrapped(*args, **kwargs)
     except BaseException as exc:
-        if not _interrupted(state, exc, call_id):
-            end_tool(state, None, exc)
+        _failed(state, exc, call_id)
         raise
     end_tool(state, getattr(result, "content", result))
     return result
