@@ -20,7 +20,8 @@ from langchain.agents.middleware import AgentMiddleware, AgentState, hook_config
 
 from .core import config
 from .core.run import current_run
-from .instrumentation.frameworks.langchain import interrupt_at_limit, stop_message
+from .instrumentation.frameworks.langchain_models import stop_message
+from .instrumentation.frameworks.langchain_pauses import interrupt_at_limit
 from .model.budget import Budget
 
 log = logging.getLogger(__name__)
