@@ -26,7 +26,7 @@ from ...core.run import RunNode, current_run
 from ...model.budget import StopReason
 from ...model.outcome import BudgetExceeded
 from .._patch import Patches
-from ._framework import stop_text
+from ._framework import cut_stop, own_stop, stop_text
 from .langchain_pauses import interrupt_at_limit
 
 log = logging.getLogger(__name__)
@@ -44,10 +44,8 @@ def _graph_node() -> RunNode | None:
 
 
 def _stopped_graph_node(exc: BudgetExceeded) -> RunNode | None:
-    node = _graph_node()
-    if node is None or node.id not in getattr(exc, "run_path", ()):
-        return None
-    return node
+    """The graph run whose own (or an ancestor's) stop `exc` is, else None."""
+    return own_stop(_graph_node(), exc)
 
 
 def stop_message(node: RunNode, exc: BudgetExceeded, cut: Any = None) -> Any:
@@ -67,19 +65,11 @@ def _stop_result(node: RunNode, exc: BudgetExceeded) -> Any:
     return ChatResult(generations=[ChatGeneration(message=stop_message(node, exc))])
 
 
-def _cut_now(node: RunNode | None, was_cut: bool) -> BudgetExceeded | None:
-    """The stop, when the call's answer was just cut at the output limit the budget set (`RunNode.note_truncation`):
-    the run stops there."""
-    if node is None or was_cut or not node.truncated_by_budget or node.stop_state is None:
-        return None
-    return node.stop(*node.stop_state)  # the stop note_truncation recorded
-
-
 def _cut_short(node: RunNode | None, was_cut: bool, result: Any) -> Any:
     """A graph run whose answer was just cut at the output limit the budget set: the graph gets the wrap-up, not the
     cut text, as the model's answer."""
     try:
-        stop = _cut_now(node, was_cut)
+        stop = cut_stop(node, was_cut)
         if node is None or stop is None or len(result.generations) != 1:
             return result
         from langchain_core.outputs import ChatGeneration, ChatResult
@@ -102,7 +92,7 @@ def _answer(node: RunNode | None, was_cut: bool, exc: Exception) -> Any:
         if node is not None:
             interrupt_at_limit(node, exc)
     else:
-        stop = _cut_now(node, was_cut)
+        stop = cut_stop(node, was_cut)
     return None if node is None or stop is None else _stop_result(node, stop)
 
 
