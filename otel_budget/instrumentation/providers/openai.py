@@ -170,6 +170,8 @@ class ChatStream:
         self.usage: Any = None
 
     def feed(self, chunk: Any) -> bool:
+        if type(chunk) is _TYPED[0]:
+            return self._feed_typed(chunk)
         call = self.call
         if call.response_id is None:
             call.response_id = _get(chunk, "id")
@@ -189,21 +191,65 @@ class ChatStream:
                 call.output_chars += len(content)
                 if call.output_text is not None:
                     call.output_text.append(content)
-            for tc in _get(delta, "tool_calls", None) or ():
-                slot = self.tools.setdefault(_get(tc, "index", 0) or 0, [None, "", None])
-                fn = _get(tc, "function")
-                if _get(tc, "id"):
-                    slot[2] = _get(tc, "id")
-                if _get(fn, "name"):
-                    slot[0] = _get(fn, "name")
-                args = _get(fn, "arguments")
-                if args:
-                    slot[1] += args
-                    call.output_chars += len(args)
+            tool_calls = _get(delta, "tool_calls")
+            if tool_calls:
+                self._tool_deltas(tool_calls, _get)
             reason = _get(choice, "finish_reason")
             if reason:
                 call.finish_reasons.append(reason)
         return True
+
+    def _feed_typed(self, chunk: Any) -> bool:
+        """`feed` for the openai SDK's own chunk: typed objects all the way down, never a dict, every declared
+        field set (the SDK's `construct` fills defaults), so fields are read as attributes."""
+        call = self.call
+        if call.response_id is None:
+            call.response_id = chunk.id
+            call.response_model = chunk.model
+        usage = chunk.usage
+        choices = chunk.choices
+        if self.hide_usage:
+            if usage is not None:
+                self.usage = usage
+                if not choices:
+                    return False
+                chunk.__dict__["usage"] = None
+            fields = getattr(chunk, "__pydantic_fields_set__", None)
+            if fields is not None and "usage" in fields:  # the `"usage": null` the server added only for us
+                fields.discard("usage")
+        elif usage is not None:
+            self.usage = usage
+        for choice in choices or ():
+            delta = getattr(choice, "delta", None)
+            content = getattr(delta, "content", None)
+            if content:
+                call.output_chars += len(content)
+                if call.output_text is not None:
+                    call.output_text.append(content)
+            tool_calls = getattr(delta, "tool_calls", None)
+            if tool_calls:
+                self._tool_deltas(tool_calls, getattr)
+            reason = getattr(choice, "finish_reason", None)
+            if reason:
+                call.finish_reasons.append(reason)
+        return True
+
+    def _tool_deltas(self, deltas: Any, get: Callable[[Any, str, Any], Any]) -> None:
+        """Assemble tool calls from their deltas (index, id and name once, arguments in pieces)."""
+        call = self.call
+        for tc in deltas:
+            slot = self.tools.setdefault(get(tc, "index", 0) or 0, [None, "", None])
+            fn = get(tc, "function", None)
+            tc_id = get(tc, "id", None)
+            if tc_id:
+                slot[2] = tc_id
+            name = get(fn, "name", None)
+            if name:
+                slot[0] = name
+            args = get(fn, "arguments", None)
+            if args:
+                slot[1] += args
+                call.output_chars += len(args)
 
     def apply(self) -> None:
         self.call.usage = chat_usage(self.usage)
@@ -220,6 +266,11 @@ def _unset_usage(chunk: Any) -> None:
         if getattr(chunk, "usage", None) is not None:
             chunk.__dict__["usage"] = None
         fields.discard("usage")
+
+
+#: The openai SDK's `ChatCompletionChunk` class once `instrument()` imported the SDK (its chunks are read by
+#: attribute); a list, so that the module never imports the SDK itself.
+_TYPED: list[type | None] = [None]
 
 
 class ResponsesStream:
@@ -350,6 +401,9 @@ def instrument(patches: Patches) -> bool:
         from openai import _base_client
     except ImportError:
         return False
+    from openai.types.chat import ChatCompletionChunk
+
+    _TYPED[0] = ChatCompletionChunk
     adapter = OpenAIAdapter()
     _request.wrap_request(patches, _base_client.SyncAPIClient, _request.sync_wrapper(adapter))
     _request.wrap_request(patches, _base_client.AsyncAPIClient, _request.async_wrapper(adapter))
