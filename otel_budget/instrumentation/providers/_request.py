@@ -11,6 +11,8 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
+from pydantic import BaseModel
+
 from ...core import calls, config
 from ...core.node import RoomPending, may_await_room
 from ...telemetry.peers import mark_refused
@@ -139,10 +141,11 @@ def _safe(adapter: Adapter, instance: Any, call: calls.ModelCall) -> Any:
 
 def _after(adapter: Adapter, guard: calls.Guard, call: calls.ModelCall, options: Any, result: Any,
            stream: bool, is_async: bool, size: RequestSize) -> Any:
-    size.sent(result)
     if _is_stream(result):
+        size.sent(result)
         return (AsyncStream if is_async else SyncStream)(result, guard, adapter.accumulator(call, options))
-    if is_raw(result):  # never parsed for the caller: read from what the caller parses
+    if not isinstance(result, BaseModel) and is_raw(result):  # never parsed for the caller: read from what it parses
+        size.sent(result)
         if stream:  # the body is the stream
             return RawStreamResponse(result, guard, adapter.accumulator(call, options), is_async)
         return RawResponse(result, guard, lambda parsed: adapter.read(parsed, call))
