@@ -34,18 +34,21 @@ def read(body: Mapping[str, Any], keys: tuple[tuple[str, str], ...], stop: str =
     out: dict[str, Any] = {}
     for key, attr in keys:
         value = body.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
             out[attr] = value
     sequences = body.get(stop)
-    if isinstance(sequences, str):
+    if sequences is None:
+        pass
+    elif isinstance(sequences, str):
         out[sc.GEN_AI_REQUEST_STOP_SEQUENCES] = [sequences]
     elif isinstance(sequences, (list, tuple)) and sequences:
         out[sc.GEN_AI_REQUEST_STOP_SEQUENCES] = [str(s) for s in sequences]
-    if isinstance(choices, int) and not isinstance(choices, bool) and choices != 1:
+    if choices is not None and isinstance(choices, int) and not isinstance(choices, bool) and choices != 1:
         out[sc.GEN_AI_REQUEST_CHOICE_COUNT] = choices
-    kind = output_type(output_format)
-    if kind is not None:
-        out[sc.GEN_AI_OUTPUT_TYPE] = kind
+    if output_format is not None:
+        kind = output_type(output_format)
+        if kind is not None:
+            out[sc.GEN_AI_OUTPUT_TYPE] = kind
     return out or None
 
 

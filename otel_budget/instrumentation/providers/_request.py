@@ -11,6 +11,8 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
+from pydantic import BaseModel
+
 from ...core import calls, config
 from ...core.in_flight import RoomPending, may_await_room
 from ...telemetry.peers import mark_refused
@@ -43,13 +45,30 @@ class Adapter(Protocol):
         """A function (prompt, max_tokens) -> text (or awaitable) that asks the same model, without tools."""
 
 
+def _one_shot_encoder() -> Callable[[Any], str]:
+    """`json.dumps(data, default=str)` without building an encoder per call: the C encoder the standard library
+    builds inside `dumps`, built once (no circular check: a body that refers to itself fails, as JSON)."""
+    try:
+        from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
+
+        if c_make_encoder is None:
+            raise ImportError("no C JSON encoder")
+        encode = c_make_encoder(None, str, encode_basestring_ascii, None, ": ", ", ", False, False, True)
+    except Exception:  # noqa: BLE001 - the pure-Python json module: dumps as it is
+        return lambda data: json.dumps(data, default=str)
+    return lambda data: "".join(encode(data, 0))
+
+
+_to_json = _one_shot_encoder()
+
+
 def body_chars(options: Any) -> int:
     """The size of the request body, the basis of the input-token estimate."""
     data = options.json_data
     if not data:
         return 0
     try:
-        return len(json.dumps(data, default=str))
+        return len(_to_json(data))
     except Exception:  # noqa: BLE001
         return len(repr(data))
 
@@ -139,10 +158,11 @@ def _safe(adapter: Adapter, instance: Any, call: calls.ModelCall) -> Any:
 
 def _after(adapter: Adapter, guard: calls.Guard, call: calls.ModelCall, options: Any, result: Any,
            stream: bool, is_async: bool, size: RequestSize) -> Any:
-    size.sent(result)
     if _is_stream(result):
+        size.sent(result)
         return (AsyncStream if is_async else SyncStream)(result, guard, adapter.accumulator(call, options))
-    if is_raw(result):  # never parsed for the caller: read from what the caller parses
+    if not isinstance(result, BaseModel) and is_raw(result):  # never parsed for the caller: read from what it parses
+        size.sent(result)
         if stream:  # the body is the stream
             return RawStreamResponse(result, guard, adapter.accumulator(call, options), is_async)
         return RawResponse(result, guard, lambda parsed: adapter.read(parsed, call))

@@ -92,14 +92,6 @@ def _settle_on_close(stream: Any, final: weakref.finalize, reading: list[bool]) 
         log.debug("otel-budget: could not watch a stream's response", exc_info=True)
 
 
-def _feed(acc: Accumulator, item: Any) -> bool:
-    try:
-        return acc.feed(item)
-    except Exception:  # noqa: BLE001 - a parsing bug of ours never breaks the caller's stream
-        log.debug("otel-budget: could not read a stream item", exc_info=True)
-        return True
-
-
 class SyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
     """Proxy of a sync SDK stream."""
 
@@ -110,15 +102,16 @@ class SyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
         self._self_final = weakref.finalize(self, _abandon, guard, acc)
         guard.reader = acc
         self._self_reading = [False]
+        #: What every `__next__` reads, looked up once: the stream's own `__next__`, the reader's `feed`.
+        self._self_hot = (wrapped.__next__, acc.feed, self._self_reading)
         _settle_on_close(wrapped, self._self_final, self._self_reading)
 
     def __iter__(self) -> SyncStream:
         return self
 
     def __next__(self) -> Any:
-        nxt = self.__wrapped__.__next__
+        nxt, feed, reading = self._self_hot
         deadline = self._self_guard.deadline
-        reading = self._self_reading
         while True:
             reading[0] = True  # the SDK may close the response while it reads: this path settles then
             try:
@@ -135,8 +128,12 @@ class SyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
                 raise replaced from exc
             finally:
                 reading[0] = False
-            visible = _feed(self._self_acc, item)
-            if time.monotonic() >= deadline:
+            try:
+                visible = feed(item)
+            except Exception:  # noqa: BLE001 - a parsing bug of ours never breaks the caller's stream
+                log.debug("otel-budget: could not read a stream item", exc_info=True)
+                visible = True
+            if deadline != math.inf and time.monotonic() >= deadline:
                 raise self._self_expire()
             if visible:
                 return item
@@ -174,15 +171,16 @@ class AsyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
         self._self_final = weakref.finalize(self, _abandon, guard, acc)
         guard.reader = acc
         self._self_reading = [False]
+        #: What every `__anext__` reads, looked up once: the stream's own `__anext__`, the reader's `feed`.
+        self._self_hot = (wrapped.__anext__, acc.feed, self._self_reading)
         _settle_on_close(wrapped, self._self_final, self._self_reading)
 
     def __aiter__(self) -> AsyncStream:
         return self
 
     async def __anext__(self) -> Any:
-        nxt = self.__wrapped__.__anext__
+        nxt, feed, reading = self._self_hot
         deadline = self._self_guard.deadline
-        reading = self._self_reading
         while True:
             silent = False
             reading[0] = True  # the SDK may close the response while it reads: this path settles then
@@ -207,8 +205,12 @@ class AsyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
                 reading[0] = False
             if silent:
                 raise await self._self_expire()
-            visible = _feed(self._self_acc, item)
-            if time.monotonic() >= deadline:
+            try:
+                visible = feed(item)
+            except Exception:  # noqa: BLE001 - a parsing bug of ours never breaks the caller's stream
+                log.debug("otel-budget: could not read a stream item", exc_info=True)
+                visible = True
+            if deadline != math.inf and time.monotonic() >= deadline:
                 raise await self._self_expire()
             if visible:
                 return item

@@ -22,8 +22,7 @@ _RESPONSES = "/responses"
 
 
 def _get(obj: Any, name: str, default: Any = None) -> Any:
-    if obj is None:
-        return default
+    """A field of a dict or an attribute of an object (None has neither: the default)."""
     if isinstance(obj, dict):
         return obj.get(name, default)
     return getattr(obj, name, default)
@@ -33,13 +32,14 @@ def chat_usage(usage: Any) -> TokenUsage | None:
     """OpenAI chat usage: prompt_tokens already includes cached tokens."""
     if usage is None:
         return None
-    details = _get(usage, "prompt_tokens_details")
-    out_details = _get(usage, "completion_tokens_details")
+    get = getattr if type(usage) is _TYPED[2] else _get
+    details = get(usage, "prompt_tokens_details", None)
+    out_details = get(usage, "completion_tokens_details", None)
     return TokenUsage(
-        _get(usage, "prompt_tokens"),
-        _get(usage, "completion_tokens"),
-        cache_read=_get(details, "cached_tokens", 0) or 0,
-        reasoning=_get(out_details, "reasoning_tokens", 0) or 0,
+        get(usage, "prompt_tokens", None),
+        get(usage, "completion_tokens", None),
+        cache_read=get(details, "cached_tokens", 0) or 0,
+        reasoning=get(out_details, "reasoning_tokens", 0) or 0,
     )
 
 
@@ -81,23 +81,25 @@ def read_response(resp: Any, call: ModelCall) -> None:
 
 def read_chat(result: Any, call: ModelCall, usage: Callable[[Any], TokenUsage | None] = chat_usage) -> None:
     """A chat completion (OpenAI-shaped, as LiteLLM returns too) into the call record."""
-    call.usage = usage(_get(result, "usage"))
-    call.response_model = _get(result, "model")
-    call.response_id = _get(result, "id")
-    for choice in _get(result, "choices", None) or ():
-        reason = _get(choice, "finish_reason")
+    # The openai SDK's own completion holds typed objects all the way down (never a dict): read by attribute.
+    get = getattr if type(result) is _TYPED[1] else _get
+    call.usage = usage(get(result, "usage", None))
+    call.response_model = get(result, "model", None)
+    call.response_id = get(result, "id", None)
+    for choice in get(result, "choices", None) or ():
+        reason = get(choice, "finish_reason", None)
         if reason:
             call.finish_reasons.append(reason)
-        message = _get(choice, "message")
-        content = _get(message, "content")
+        message = get(choice, "message", None)
+        content = get(message, "content", None)
         call.output_chars += _length(content)  # the basis of the estimate when no usage is reported
         if call.output_text is not None and content:
             call.output_text.append(content)
-        for tc in _get(message, "tool_calls", None) or ():
-            fn = _get(tc, "function")
-            arguments = _get(fn, "arguments", "")
+        for tc in get(message, "tool_calls", None) or ():
+            fn = get(tc, "function", None)
+            arguments = get(fn, "arguments", "")
             call.output_chars += _length(arguments)
-            call.tool_calls.append((_get(fn, "name", "") or "", arguments, _get(tc, "id")))
+            call.tool_calls.append((get(fn, "name", "") or "", arguments, get(tc, "id", None)))
 
 
 def _length(text: Any) -> int:
@@ -170,6 +172,8 @@ class ChatStream:
         self.usage: Any = None
 
     def feed(self, chunk: Any) -> bool:
+        if type(chunk) is _TYPED[0]:
+            return self._feed_typed(chunk)
         call = self.call
         if call.response_id is None:
             call.response_id = _get(chunk, "id")
@@ -189,21 +193,65 @@ class ChatStream:
                 call.output_chars += len(content)
                 if call.output_text is not None:
                     call.output_text.append(content)
-            for tc in _get(delta, "tool_calls", None) or ():
-                slot = self.tools.setdefault(_get(tc, "index", 0) or 0, [None, "", None])
-                fn = _get(tc, "function")
-                if _get(tc, "id"):
-                    slot[2] = _get(tc, "id")
-                if _get(fn, "name"):
-                    slot[0] = _get(fn, "name")
-                args = _get(fn, "arguments")
-                if args:
-                    slot[1] += args
-                    call.output_chars += len(args)
+            tool_calls = _get(delta, "tool_calls")
+            if tool_calls:
+                self._tool_deltas(tool_calls, _get)
             reason = _get(choice, "finish_reason")
             if reason:
                 call.finish_reasons.append(reason)
         return True
+
+    def _feed_typed(self, chunk: Any) -> bool:
+        """`feed` for the openai SDK's own chunk: typed objects all the way down, never a dict, every declared
+        field set (the SDK's `construct` fills defaults), so fields are read as attributes."""
+        call = self.call
+        if call.response_id is None:
+            call.response_id = chunk.id
+            call.response_model = chunk.model
+        usage = chunk.usage
+        choices = chunk.choices
+        if self.hide_usage:
+            if usage is not None:
+                self.usage = usage
+                if not choices:
+                    return False
+                chunk.__dict__["usage"] = None
+            fields = getattr(chunk, "__pydantic_fields_set__", None)
+            if fields is not None and "usage" in fields:  # the `"usage": null` the server added only for us
+                fields.discard("usage")
+        elif usage is not None:
+            self.usage = usage
+        for choice in choices or ():
+            delta = getattr(choice, "delta", None)
+            content = getattr(delta, "content", None)
+            if content:
+                call.output_chars += len(content)
+                if call.output_text is not None:
+                    call.output_text.append(content)
+            tool_calls = getattr(delta, "tool_calls", None)
+            if tool_calls:
+                self._tool_deltas(tool_calls, getattr)
+            reason = getattr(choice, "finish_reason", None)
+            if reason:
+                call.finish_reasons.append(reason)
+        return True
+
+    def _tool_deltas(self, deltas: Any, get: Callable[[Any, str, Any], Any]) -> None:
+        """Assemble tool calls from their deltas (index, id and name once, arguments in pieces)."""
+        call = self.call
+        for tc in deltas:
+            slot = self.tools.setdefault(get(tc, "index", 0) or 0, [None, "", None])
+            fn = get(tc, "function", None)
+            tc_id = get(tc, "id", None)
+            if tc_id:
+                slot[2] = tc_id
+            name = get(fn, "name", None)
+            if name:
+                slot[0] = name
+            args = get(fn, "arguments", None)
+            if args:
+                slot[1] += args
+                call.output_chars += len(args)
 
     def apply(self) -> None:
         self.call.usage = chat_usage(self.usage)
@@ -220,6 +268,11 @@ def _unset_usage(chunk: Any) -> None:
         if getattr(chunk, "usage", None) is not None:
             chunk.__dict__["usage"] = None
         fields.discard("usage")
+
+
+#: The openai SDK's `ChatCompletionChunk`, `ChatCompletion` and `CompletionUsage` classes once `instrument()`
+#: imported the SDK (they are read by attribute); a list, so that this module never imports the SDK itself.
+_TYPED: list[type | None] = [None, None, None]
 
 
 class ResponsesStream:
@@ -315,7 +368,7 @@ class OpenAIAdapter:
         return parse
 
     def read(self, result: Any, call: ModelCall) -> None:
-        if _get(result, "object") == "response":
+        if type(result) is not _TYPED[1] and _get(result, "object") == "response":
             read_response(result, call)
         else:
             read_chat(result, call)
@@ -350,6 +403,10 @@ def instrument(patches: Patches) -> bool:
         from openai import _base_client
     except ImportError:
         return False
+    from openai.types import CompletionUsage
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+    _TYPED[:] = [ChatCompletionChunk, ChatCompletion, CompletionUsage]
     adapter = OpenAIAdapter()
     _request.wrap_request(patches, _base_client.SyncAPIClient, _request.sync_wrapper(adapter))
     _request.wrap_request(patches, _base_client.AsyncAPIClient, _request.async_wrapper(adapter))
