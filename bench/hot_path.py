@@ -5,7 +5,7 @@ relatively), then blocks of each alternate: instrument, open a budgeted run, war
 time), close, uninstrument. `wrapper` times the wrapper alone (the SDK's request replaced by a function returning
 a parsed completion), `plain` and `stream` the real openai SDK through the in-process transport; the bare SDK is
 timed in the same rotation. `--meter` adds an SDK MeterProvider (in-memory reader), as users have one.
-Run: `.venv/bin/python bench/hot_path.py --ref house [--kind wrapper] [--meter]`.
+Run: `.venv/bin/python bench/hot_path.py --ref HEAD [--kind wrapper] [--meter]`.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def block(pkg: Any | None, kind: str, n: int, tp: TracerProvider, mp: Any, expor
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--ref", default="house", help="the commit to compare the working tree with")
+    ap.add_argument("--ref", default="HEAD", help="the commit to compare the working tree with")
     ap.add_argument("--kind", choices=["wrapper", "plain", "stream"], default="wrapper")
     ap.add_argument("--n", type=int, default=300, help="calls per block")
     ap.add_argument("--reps", type=int, default=15)

@@ -34,7 +34,7 @@ from ..model.policy import ApprovalPolicy
 log = logging.getLogger(__name__)
 
 
-class RunNode(Protocol):
+class ApprovalNode(Protocol):
     """What approvals read and set of a run (the run tree's node has it): the decisions below, the tree above."""
 
     stop_state: tuple[StopReason, str | None, str] | None
@@ -47,7 +47,7 @@ class RunNode(Protocol):
     @property
     def budget(self) -> Budget: ...
     @property
-    def chain(self) -> Sequence[RunNode]: ...
+    def chain(self) -> Sequence[ApprovalNode]: ...
     @property
     def tools_requested(self) -> Counter[str]: ...
     @property
@@ -76,17 +76,17 @@ class ApprovalState:
     # --- decisions ------------------------------------------------------------------------------------
 
     @staticmethod
-    def policies(node: RunNode) -> list[ApprovalPolicy]:
+    def policies(node: ApprovalNode) -> list[ApprovalPolicy]:
         return [p for n in node.chain if isinstance(p := n.budget.approve, ApprovalPolicy)]  # coerced on validation
 
-    def operation(self, node: RunNode, tool: str, arguments: Any) -> str | None:
+    def operation(self, node: ApprovalNode, tool: str, arguments: Any) -> str | None:
         for policy in self.policies(node):
             op = policy.operation(tool, arguments)
             if op is not None:
                 return op
         return None
 
-    def needs_approval(self, node: RunNode, tool: str, arguments: Any) -> bool:
+    def needs_approval(self, node: ApprovalNode, tool: str, arguments: Any) -> bool:
         """Whether this call would pause (or be refused) now; consumes nothing."""
         op = self.operation(node, tool, arguments)
         if op is None:
@@ -94,7 +94,7 @@ class ApprovalState:
         with self.lock:
             return op in self.denied or "execute" not in self.grants.get(_key(tool, arguments), ())
 
-    def on_request(self, node: RunNode, tool: str, arguments: Any, call_id: str | None) -> None:
+    def on_request(self, node: ApprovalNode, tool: str, arguments: Any, call_id: str | None) -> None:
         """The model asked for a tool: a gated call without a grant pauses the run (before anything runs)."""
         op = self.operation(node, tool, arguments)
         if op is None:
@@ -117,7 +117,7 @@ class ApprovalState:
         if node.stop_state is None:
             node.stop_state = (stop[0], None, stop[1])
 
-    def on_execute(self, node: RunNode, tool: str, arguments: Any) -> None:
+    def on_execute(self, node: ApprovalNode, tool: str, arguments: Any) -> None:
         """A tool is about to run: raise BudgetExceeded (awaiting_approval or denied) unless it may."""
         op = self.operation(node, tool, arguments)
         if op is None:
@@ -148,7 +148,7 @@ class ApprovalState:
         with self.lock:
             self.denied.add(operation)
 
-    def decide(self, node: RunNode, call: PendingCall, approved: bool | None) -> None:
+    def decide(self, node: ApprovalNode, call: PendingCall, approved: bool | None) -> None:
         """Apply a person's decision on `call`: approval grants exactly that call; a rejection denies its operation
         and ends the run with `denied` unless a policy names an alternative. A call that no policy gates (a
         framework's own approval) is the framework's business: nothing is granted or denied. None: no decision."""
@@ -165,7 +165,7 @@ class ApprovalState:
             node.stop_state = (StopReason.DENIED, None, f"a person denied {call.describe()}; the run ended there.")
 
     @staticmethod
-    def _decide_limit(node: RunNode, call: PendingCall, approved: bool | None) -> None:
+    def _decide_limit(node: ApprovalNode, call: PendingCall, approved: bool | None) -> None:
         """A limit pause: approval goes on under the resumed run's limits (the quota used counts against them, so
         nothing grows unless they are larger); a rejection ends the run with the limit's own stop reason, and
         nothing more is sent whatever limits the resumed run has."""
@@ -210,7 +210,7 @@ class ApprovalState:
 
     # --- pause ----------------------------------------------------------------------------------------
 
-    def paused_run(self, node: RunNode) -> PausedRun:
+    def paused_run(self, node: ApprovalNode) -> PausedRun:
         """The serializable pause of `node` (called when its outcome is awaiting_approval)."""
         policy = next((p for p in self.policies(node)), None)
         try:
