@@ -79,13 +79,16 @@ def instrument(
     prices: Mapping[str, Price | Mapping[str, float]] | None = None,
     capture_content: bool | None = None,
     ledger: LedgerStore | None = None,
+    openinference: bool | None = None,
 ) -> None:
     """Patch the installed provider clients and agent frameworks, and set the defaults for runs.
 
     Idempotent: a second call updates the settings and patches nothing twice. `budget` is the default for
     runs that bring none; `prices` override the bundled price table (keys: model names); content (prompts,
     completions, tool arguments) is recorded only with `capture_content=True` or
-    OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT.
+    OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT. Spans carry the GenAI semantic-convention names;
+    `openinference=True` (or OTEL_BUDGET_OPENINFERENCE=true) adds their OpenInference twins for Arize AX and
+    Phoenix before 15.10 (Phoenix 15.10 and later convert the GenAI names themselves).
 
     Given no providers while none is set globally, it exports what the standard OTEL_* variables ask for (as
     `opentelemetry-instrument` does); given no budget, OTEL_BUDGET_DEFAULT (JSON of Budget fields) is the default.
@@ -95,7 +98,7 @@ def instrument(
     if budget is None:
         budget = _environment.default_budget()
     settings = _config.Settings(
-        telemetry=_Telemetry(tracer_provider, meter_provider),
+        telemetry=_Telemetry(tracer_provider, meter_provider, openinference),
         prices=_PriceBook(prices),  # type: ignore[arg-type]  # mappings become Price
         default_budget=budget,
         ledger=ledger,

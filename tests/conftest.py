@@ -61,6 +61,16 @@ def otel() -> Iterator[Telemetry]:
 
 
 @pytest.fixture
+def otel_oi() -> Iterator[Telemetry]:
+    """As `otel`, with the OpenInference twins asked for (instrument(openinference=True))."""
+    _EXPORTER.clear()
+    reader = InMemoryMetricReader()
+    otel_budget.instrument(meter_provider=MeterProvider(metric_readers=[reader]), openinference=True)
+    yield Telemetry(exporter=_EXPORTER, metrics=reader)
+    otel_budget.uninstrument()
+
+
+@pytest.fixture
 def llm() -> Iterator[ScriptedLLM]:
     with ScriptedLLM() as server:
         yield server

@@ -17,7 +17,7 @@ def _port(llm) -> int:
     return int(llm.openai_base_url.split(":")[2].split("/")[0])
 
 
-def test_openai_chat_request_parameters_server_and_output_type(otel, llm, oai):
+def test_openai_chat_request_parameters_server_and_output_type(otel_oi, llm, oai):
     llm.default = Turn(text='{"a": 1}', input_tokens=10, output_tokens=4)
     with otel_budget.run("params"):
         oai.chat.completions.create(
@@ -25,7 +25,7 @@ def test_openai_chat_request_parameters_server_and_output_type(otel, llm, oai):
             stop=["END"], frequency_penalty=0.5, presence_penalty=-0.25, n=2, max_completion_tokens=50,
             response_format={"type": "json_object"},
         )
-    (span,) = _calls(otel)
+    (span,) = _calls(otel_oi)
     a = span.attributes
     assert a["gen_ai.request.temperature"] == 0.2
     assert a["gen_ai.request.top_p"] == 0.9
@@ -43,18 +43,18 @@ def test_openai_chat_request_parameters_server_and_output_type(otel, llm, oai):
                           "output_type": "json"}
 
 
-def test_unset_parameters_are_not_recorded_and_one_choice_is_no_choice_count(otel, llm, oai):
+def test_unset_parameters_are_not_recorded_and_one_choice_is_no_choice_count(otel_oi, llm, oai):
     llm.default = Turn(text="ok", input_tokens=10, output_tokens=4)
     with otel_budget.run("plain"):
         oai.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}], n=1)
-    (span,) = _calls(otel)
+    (span,) = _calls(otel_oi)
     for key in ("gen_ai.request.temperature", "gen_ai.request.choice.count", "gen_ai.output.type",
                 "gen_ai.request.stop_sequences", "gen_ai.conversation.id"):
         assert key not in span.attributes
     assert json.loads(span.attributes["llm.invocation_parameters"]) == {"model": "gpt-4o"}
 
 
-def test_invocation_parameters_follow_each_call_even_when_equal_in_python(otel, llm, oai):
+def test_invocation_parameters_follow_each_call_even_when_equal_in_python(otel_oi, llm, oai):
     """The JSON is cached per call shape: 1 and 1.0 compare equal in Python but are different JSON."""
     llm.default = Turn(text="ok", input_tokens=10, output_tokens=4)
     sent = [{"temperature": 1}, {"temperature": 1.0}, {"temperature": 1, "seed": 1}, {"temperature": 1.0, "seed": 1},
@@ -62,7 +62,7 @@ def test_invocation_parameters_follow_each_call_even_when_equal_in_python(otel, 
     with otel_budget.run("invocations"):
         for params in sent:
             oai.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}], **params)
-    texts = [s.attributes["llm.invocation_parameters"] for s in _calls(otel)]
+    texts = [s.attributes["llm.invocation_parameters"] for s in _calls(otel_oi)]
 
     def typed(value):  # the JSON's own types: 1, 1.0 and true stay apart
         return {k: typed(v) for k, v in value.items()} if isinstance(value, dict) else (type(value), value)
@@ -96,28 +96,28 @@ def test_anthropic_parameters(otel, llm, anth):
     assert a["server.address"] == "127.0.0.1"
 
 
-def test_reasoning_tokens_have_their_openinference_twin(otel, llm, oai):
+def test_reasoning_tokens_have_their_openinference_twin(otel_oi, llm, oai):
     llm.default = Turn(text="ok", input_tokens=10, output_tokens=12, reasoning_tokens=8)
     with otel_budget.run("reasoning"):
         oai.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
-    (span,) = _calls(otel)
+    (span,) = _calls(otel_oi)
     assert span.attributes["gen_ai.usage.reasoning.output_tokens"] == 8
     assert span.attributes["llm.token_count.completion_details.reasoning"] == 8
 
 
-def test_costs_carry_no_float_noise(otel, llm, oai):
+def test_costs_carry_no_float_noise(otel_oi, llm, oai):
     llm.default = Turn(text="ok", input_tokens=1, output_tokens=10)  # gpt-4o: 10 * $10/M = $0.0001 exactly
     with otel_budget.run("money"):
         oai.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
-    (span,) = _calls(otel)
+    (span,) = _calls(otel_oi)
     a = span.attributes
     assert a["llm.cost.completion"] == 0.0001  # 9.999999999999999e-05 before rounding
     assert a["llm.cost.prompt"] == 0.0000025
     assert a["llm.cost.total"] == a["otel_budget.cost.usd"] == 0.0001025
-    assert otel.run_span("money").attributes["otel_budget.used.usd"] == 0.0001025
+    assert otel_oi.run_span("money").attributes["otel_budget.used.usd"] == 0.0001025
 
 
-def test_conversation_id_is_on_the_run_span_and_every_call_in_the_run(otel, llm, oai):
+def test_conversation_id_is_on_the_run_span_and_every_call_in_the_run(otel_oi, llm, oai):
     llm.default = Turn(text="ok", input_tokens=10, output_tokens=4)
     with otel_budget.run("conv", conversation_id="conv-42"):
         oai.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
@@ -125,12 +125,12 @@ def test_conversation_id_is_on_the_run_span_and_every_call_in_the_run(otel, llm,
             oai.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
     with otel_budget.run("other"):
         oai.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
-    calls = _calls(otel)
+    calls = _calls(otel_oi)
     assert [s.attributes.get("gen_ai.conversation.id") for s in calls] == ["conv-42", "conv-42", None]
     assert calls[0].attributes["session.id"] == "conv-42"
-    assert otel.run_span("conv").attributes["gen_ai.conversation.id"] == "conv-42"
-    assert otel.run_span("child-of-conv").attributes["gen_ai.conversation.id"] == "conv-42"
-    assert "gen_ai.conversation.id" not in otel.run_span("other").attributes
+    assert otel_oi.run_span("conv").attributes["gen_ai.conversation.id"] == "conv-42"
+    assert otel_oi.run_span("child-of-conv").attributes["gen_ai.conversation.id"] == "conv-42"
+    assert "gen_ai.conversation.id" not in otel_oi.run_span("other").attributes
 
 
 def test_the_decorator_records_the_conversation_id_too(otel, llm, oai):
@@ -159,7 +159,7 @@ def undocumented(x: int) -> int:
     return x
 
 
-def test_direct_tool_spans_carry_type_description_and_the_model_s_call_id(otel, llm, oai):
+def test_direct_tool_spans_carry_type_description_and_the_model_s_call_id(otel_oi, llm, oai):
     llm.script(Turn(tool_calls=[ToolCall("weather", {"city": "Oslo"}, id="call_w1")], input_tokens=10,
                     output_tokens=4))
     with otel_budget.run("tools"):
@@ -168,7 +168,7 @@ def test_direct_tool_spans_carry_type_description_and_the_model_s_call_id(otel, 
         weather(**json.loads(tc.function.arguments))
         weather("Bergen")  # not asked for by the model: no call id
         undocumented(1)
-    oslo, bergen, plain = _calls(otel, "execute_tool ")
+    oslo, bergen, plain = _calls(otel_oi, "execute_tool ")
     assert oslo.attributes["gen_ai.tool.type"] == "function"
     assert oslo.attributes["gen_ai.tool.description"] == "Tell the weather in a city."
     assert oslo.attributes["tool.description"] == "Tell the weather in a city."

@@ -29,7 +29,9 @@ def _valid(attrs, key: str, schema: str) -> list:
 
 @pytest.fixture
 def capture(otel, monkeypatch):
+    """Content captured, with the OpenInference twins (the tests below check both schemas)."""
     monkeypatch.setattr(config.get(), "capture_content", True)
+    monkeypatch.setattr(config.get().telemetry, "openinference", True)
     return otel
 
 

@@ -123,8 +123,8 @@ def test_one_llm_span_per_request_with_another_instrumentor(llm: Any, oai: opena
         attrs = span.attributes
         assert span.name == "chat gpt-4o"
         assert attrs["otel_budget.turn"] == turn  # ours in content, whoever opened it
-        assert attrs["gen_ai.usage.input_tokens"] == 10 == attrs["llm.token_count.prompt"]
-        assert attrs["gen_ai.usage.output_tokens"] == 2 == attrs["llm.token_count.completion"]
+        assert attrs["gen_ai.usage.input_tokens"] == 10
+        assert attrs["gen_ai.usage.output_tokens"] == 2
         assert span.parent.span_id == run_span.context.span_id
 
 

@@ -311,21 +311,23 @@ def begin(call: ModelCall, input_chars: Callable[[], int], summarize: Callable[[
 
             span.set_attribute(sc.LEDGER_ENFORCED, all(r.enforced for r in admission.shared))
         if settings.capture_content and capture_input is not None:
-            call.capture = _input_capture(capture_input())
+            call.capture = _input_capture(capture_input(), settings.telemetry.openinference)
             call.output_text = []
     except Exception:  # noqa: BLE001
         log.debug("otel-budget: could not start a call span", exc_info=True)
     return Guard(call, node, admission, span, chars)
 
 
-def _input_capture(captured: Any) -> dict[str, Any]:
+def _input_capture(captured: Any, openinference: bool) -> dict[str, Any]:
     """Content attributes of a request: (system instructions, messages) from an adapter, or legacy text."""
     from ..telemetry import messages
     from ..telemetry import semconv as sc
 
     if isinstance(captured, tuple):
-        return messages.input_attributes(*captured)
-    return {sc.GEN_AI_INPUT_MESSAGES: captured, sc.OI_INPUT_VALUE: captured}
+        return messages.input_attributes(*captured, openinference=openinference)
+    if openinference:
+        return {sc.GEN_AI_INPUT_MESSAGES: captured, sc.OI_INPUT_VALUE: captured}
+    return {sc.GEN_AI_INPUT_MESSAGES: captured}
 
 
 def _capture_output(call: ModelCall) -> None:
@@ -334,7 +336,8 @@ def _capture_output(call: ModelCall) -> None:
 
     try:
         answer = messages.output_messages(call.output_text, call.tool_calls, call.finish_reasons)
-        call.capture = {**(call.capture or {}), **messages.output_attributes(answer)}
+        attrs = messages.output_attributes(answer, openinference=config.get().telemetry.openinference)
+        call.capture = {**(call.capture or {}), **attrs}
     except Exception:  # noqa: BLE001
         log.debug("otel-budget: could not record the answer's content", exc_info=True)
 

@@ -89,22 +89,29 @@ def output_messages(texts: Iterable[str] | None, tool_calls: list[tuple[str, Any
     return [{"role": "assistant", "parts": parts, "finish_reason": reason}]
 
 
-def input_attributes(system: list[dict[str, Any]] | None, messages: list[Message]) -> dict[str, Any]:
-    """Attributes of a request's content: the conventions' JSON and OpenInference's flattened messages."""
-    attrs: dict[str, Any] = {sc.GEN_AI_INPUT_MESSAGES: _json(messages), sc.OI_INPUT_VALUE: _json(messages)}
-    flat = list(messages)
+def input_attributes(system: list[dict[str, Any]] | None, messages: list[Message], *,
+                     openinference: bool = False) -> dict[str, Any]:
+    """Attributes of a request's content: the conventions' JSON, and OpenInference's flattened messages when
+    the twins are asked for."""
+    text = _json(messages)
+    attrs: dict[str, Any] = {sc.GEN_AI_INPUT_MESSAGES: text}
     if system:
         attrs[sc.GEN_AI_SYSTEM_INSTRUCTIONS] = _json(system)
-        flat.insert(0, {"role": "system", "parts": system})
-    _flatten(attrs, sc.OI_INPUT_MESSAGES, flat)
+    if openinference:
+        attrs[sc.OI_INPUT_VALUE] = text
+        flat = list(messages)
+        if system:
+            flat.insert(0, {"role": "system", "parts": system})
+        _flatten(attrs, sc.OI_INPUT_MESSAGES, flat)
     return attrs
 
 
-def output_attributes(messages: list[Message]) -> dict[str, Any]:
-    """Attributes of an answer's content."""
-    attrs: dict[str, Any] = {sc.GEN_AI_OUTPUT_MESSAGES: _json(messages),
-                             sc.OI_OUTPUT_VALUE: "".join(_texts(m) for m in messages)}
-    _flatten(attrs, sc.OI_OUTPUT_MESSAGES, messages)
+def output_attributes(messages: list[Message], *, openinference: bool = False) -> dict[str, Any]:
+    """Attributes of an answer's content (and its OpenInference twins when asked for)."""
+    attrs: dict[str, Any] = {sc.GEN_AI_OUTPUT_MESSAGES: _json(messages)}
+    if openinference:
+        attrs[sc.OI_OUTPUT_VALUE] = "".join(_texts(m) for m in messages)
+        _flatten(attrs, sc.OI_OUTPUT_MESSAGES, messages)
     return attrs
 
 

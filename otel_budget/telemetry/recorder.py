@@ -74,10 +74,16 @@ class RunView(Protocol):
 class Telemetry:
     """The tracer and the metric instruments of one `instrument()` call."""
 
-    def __init__(self, tracer_provider: Any = None, meter_provider: Any = None) -> None:
+    def __init__(self, tracer_provider: Any = None, meter_provider: Any = None,
+                 openinference: bool | None = None) -> None:
         self.tracer = trace.get_tracer(sc.TRACER_NAME, __version__, tracer_provider=tracer_provider)
         meter = metrics.get_meter(sc.TRACER_NAME, __version__, meter_provider=meter_provider)
         self.latest = latest_gen_ai_metrics()
+        #: Whether spans also carry the OpenInference twins (Arize AX, Phoenix before 15.10).
+        self.openinference = openinference_from_env() if openinference is None else bool(openinference)
+        #: The cache-write attribute: the released name, or the newest one when the opt-in asks for it.
+        self.cache_write_attr = (sc.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS if self.latest
+                                 else sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS)
         if self.latest:
             self._latest_instruments(meter)
         else:
@@ -174,12 +180,14 @@ class Telemetry:
         attrs: dict[str, Any] = {
             sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT,
             sc.GEN_AI_AGENT_NAME: node.name,
-            sc.OI_SPAN_KIND: sc.OI_KIND_AGENT,
             sc.RUN_DEPTH: node.depth,
         }
+        if self.openinference:
+            attrs[sc.OI_SPAN_KIND] = sc.OI_KIND_AGENT
         if node.conversation_id is not None:
             attrs[sc.GEN_AI_CONVERSATION_ID] = node.conversation_id
-            attrs[sc.OI_SESSION_ID] = node.conversation_id
+            if self.openinference:
+                attrs[sc.OI_SESSION_ID] = node.conversation_id
         for dim, limit in node.span_limits().items():
             attrs[sc.LIMIT_PREFIX + dim] = limit
         if attributes:
@@ -272,21 +280,23 @@ class Telemetry:
             sc.GEN_AI_OPERATION_NAME: call.operation,
             sc.GEN_AI_PROVIDER_NAME: call.provider,
             sc.GEN_AI_REQUEST_MODEL: call.model,
-            sc.OI_SPAN_KIND: sc.OI_KIND_LLM,
-            sc.OI_LLM_PROVIDER: sc.OI_PROVIDERS.get(call.provider, call.provider),
         }
         if call.max_output_tokens is not None:
             attrs[sc.GEN_AI_REQUEST_MAX_TOKENS] = call.max_output_tokens
         if call.params:
             attrs.update(call.params)
-        attrs[sc.OI_INVOCATION_PARAMETERS] = _invocation_json(call)
         if call.server is not None:
             attrs[sc.SERVER_ADDRESS] = call.server[0]
             if call.server[1] is not None:
                 attrs[sc.SERVER_PORT] = call.server[1]
         if call.conversation_id is not None:
             attrs[sc.GEN_AI_CONVERSATION_ID] = call.conversation_id
-            attrs[sc.OI_SESSION_ID] = call.conversation_id
+        if self.openinference:
+            attrs[sc.OI_SPAN_KIND] = sc.OI_KIND_LLM
+            attrs[sc.OI_LLM_PROVIDER] = sc.OI_PROVIDERS.get(call.provider, call.provider)
+            attrs[sc.OI_INVOCATION_PARAMETERS] = _invocation_json(call)
+            if call.conversation_id is not None:
+                attrs[sc.OI_SESSION_ID] = call.conversation_id
         peer = peer_span()  # another instrumentor's span of this very call: one LLM span, ours in content
         if peer is not None:
             peer.update_name(f"{call.operation} {call.model}")
@@ -297,10 +307,8 @@ class Telemetry:
     def end_call(self, call: ModelCall, span: Any, duration: float, run_name: str | None) -> None:
         try:
             u = call.usage
-            attrs: dict[str, Any] = {
-                sc.OI_LLM_MODEL_NAME: call.response_model or call.model,
-                sc.COST_SOURCE: call.cost_source,
-            }
+            oi = self.openinference
+            attrs: dict[str, Any] = {sc.COST_SOURCE: call.cost_source}
             if call.turn:
                 attrs[sc.TURN] = call.turn
             if call.response_model:
@@ -310,29 +318,18 @@ class Telemetry:
             if call.finish_reasons:
                 attrs[sc.GEN_AI_RESPONSE_FINISH_REASONS] = list(call.finish_reasons)
             if u is not None:
-                attrs.update(
-                    {
-                        sc.GEN_AI_USAGE_INPUT_TOKENS: u.input_tokens,
-                        sc.GEN_AI_USAGE_OUTPUT_TOKENS: u.output_tokens,
-                        sc.OI_TOKEN_PROMPT: u.input_tokens,
-                        sc.OI_TOKEN_COMPLETION: u.output_tokens,
-                        sc.OI_TOKEN_TOTAL: u.input_tokens + u.output_tokens,
-                    }
-                )
+                attrs[sc.GEN_AI_USAGE_INPUT_TOKENS] = u.input_tokens
+                attrs[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = u.output_tokens
                 if u.cache_read:
                     attrs[sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = u.cache_read
-                    attrs[sc.OI_TOKEN_CACHE_READ] = u.cache_read
                 if u.cache_write:
-                    attrs[sc.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS] = u.cache_write
-                    attrs[sc.OI_TOKEN_CACHE_WRITE] = u.cache_write
+                    attrs[self.cache_write_attr] = u.cache_write
                 if u.reasoning:
                     attrs[sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = u.reasoning
-                    attrs[sc.OI_TOKEN_REASONING] = u.reasoning
             if call.cost_usd is not None:
-                attrs[sc.COST_USD] = attrs[sc.OI_COST_TOTAL] = _money(call.cost_usd)
-                if call.cost_input_usd is not None:
-                    attrs[sc.OI_COST_PROMPT] = _money(call.cost_input_usd)
-                    attrs[sc.OI_COST_COMPLETION] = _money(call.cost_usd - call.cost_input_usd)
+                attrs[sc.COST_USD] = _money(call.cost_usd)
+            if oi:
+                _openinference_call(attrs, call)
             if call.tool_calls:
                 attrs[sc.ACTIONS] = [f"{name}:{arguments_signature(args)}" for name, args, *_ in call.tool_calls]
             if call.capture is not None:
@@ -369,12 +366,15 @@ class Telemetry:
             sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL,
             sc.GEN_AI_TOOL_NAME: name,
             sc.GEN_AI_TOOL_TYPE: sc.TOOL_TYPE_FUNCTION,
-            sc.OI_SPAN_KIND: sc.OI_KIND_TOOL,
-            sc.OI_TOOL_NAME: name,
         }
+        oi = self.openinference
+        if oi:
+            attrs[sc.OI_SPAN_KIND] = sc.OI_KIND_TOOL
+            attrs[sc.OI_TOOL_NAME] = name
         if description:
             attrs[sc.GEN_AI_TOOL_DESCRIPTION] = description
-            attrs[sc.OI_TOOL_DESCRIPTION] = description
+            if oi:
+                attrs[sc.OI_TOOL_DESCRIPTION] = description
         if call_id:
             attrs[sc.GEN_AI_TOOL_CALL_ID] = call_id
         try:
@@ -384,7 +384,8 @@ class Telemetry:
         if capture:
             text = _json(arguments)
             attrs[sc.GEN_AI_TOOL_CALL_ARGUMENTS] = text
-            attrs[sc.OI_INPUT_VALUE] = text
+            if oi:
+                attrs[sc.OI_INPUT_VALUE] = text
         return self.tracer.start_span(f"{sc.OP_EXECUTE_TOOL} {name}", kind=SpanKind.INTERNAL, attributes=attrs)
 
     def end_tool(self, span: Any, result: Any, error: BaseException | None, capture: bool, cost: float) -> None:
@@ -396,12 +397,39 @@ class Telemetry:
             if capture and error is None:
                 text = _json(result)
                 span.set_attribute(sc.GEN_AI_TOOL_CALL_RESULT, text)
-                span.set_attribute(sc.OI_OUTPUT_VALUE, text)
+                if self.openinference:
+                    span.set_attribute(sc.OI_OUTPUT_VALUE, text)
             if error is not None:
                 span.set_attribute(sc.ERROR_TYPE, type(error).__name__)
                 span.set_status(Status(StatusCode.ERROR, error_message(error)[:500]))
         finally:
             span.end()
+
+
+def _openinference_call(attrs: dict[str, Any], call: ModelCall) -> None:
+    """Add the OpenInference twins of a finished call's GenAI attributes (the opt-in)."""
+    attrs[sc.OI_LLM_MODEL_NAME] = call.response_model or call.model
+    u = call.usage
+    if u is not None:
+        attrs[sc.OI_TOKEN_PROMPT] = u.input_tokens
+        attrs[sc.OI_TOKEN_COMPLETION] = u.output_tokens
+        attrs[sc.OI_TOKEN_TOTAL] = u.input_tokens + u.output_tokens
+        if u.cache_read:
+            attrs[sc.OI_TOKEN_CACHE_READ] = u.cache_read
+        if u.cache_write:
+            attrs[sc.OI_TOKEN_CACHE_WRITE] = u.cache_write
+        if u.reasoning:
+            attrs[sc.OI_TOKEN_REASONING] = u.reasoning
+    if call.cost_usd is not None:
+        attrs[sc.OI_COST_TOTAL] = attrs[sc.COST_USD]
+        if call.cost_input_usd is not None:
+            attrs[sc.OI_COST_PROMPT] = _money(call.cost_input_usd)
+            attrs[sc.OI_COST_COMPLETION] = _money(call.cost_usd - call.cost_input_usd)
+
+
+def openinference_from_env() -> bool:
+    """Whether OTEL_BUDGET_OPENINFERENCE asks for the OpenInference twins."""
+    return os.environ.get(sc.ENV_OPENINFERENCE, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 def latest_gen_ai_metrics() -> bool:

@@ -14,6 +14,9 @@ GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
 GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
 GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS = "gen_ai.usage.cache_read.input_tokens"
+#: Cache writes: the released v1.41 name by default (Phoenix and the Vercel AI SDK's integration read it); the
+#: newest conventions' name under OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental.
+GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
 GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS = "gen_ai.usage.cache_write.input_tokens"
 GEN_AI_USAGE_REASONING_OUTPUT_TOKENS = "gen_ai.usage.reasoning.output_tokens"
 GEN_AI_TOOL_NAME = "gen_ai.tool.name"
@@ -56,7 +59,8 @@ PROVIDER_ANTHROPIC = "anthropic"
 PROVIDER_GEMINI = "gcp.gemini"
 PROVIDER_VERTEX_AI = "gcp.vertex_ai"
 
-# --- OpenInference -------------------------------------------------------------------------------------
+# --- OpenInference (opt-in twins: instrument(openinference=True) or OTEL_BUDGET_OPENINFERENCE=true) ------
+ENV_OPENINFERENCE = "OTEL_BUDGET_OPENINFERENCE"
 OI_SPAN_KIND = "openinference.span.kind"
 OI_KIND_LLM = "LLM"
 OI_KIND_AGENT = "AGENT"

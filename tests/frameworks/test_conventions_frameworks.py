@@ -17,8 +17,9 @@ def _spans(otel: Any, prefix: str) -> list[Any]:
 
 
 def test_gemini_calls_are_generate_content_with_google_as_openinference_provider(
-        scripted_llm: ScriptedLLM, otel: Any) -> None:
+        scripted_llm: ScriptedLLM, otel: Any, instrument_with: Any) -> None:
     genai = pytest.importorskip("google.genai")
+    instrument_with(openinference=True)
     from google.genai import types
 
     scripted_llm.script(Turn(text="ok", input_tokens=10, output_tokens=3))
@@ -42,8 +43,9 @@ def test_gemini_calls_are_generate_content_with_google_as_openinference_provider
     assert json.loads(a["llm.invocation_parameters"])["temperature"] == 0.2
 
 
-def test_litellm_vertex_ai_is_gcp_vertex_ai(otel: Any) -> None:
+def test_litellm_vertex_ai_is_gcp_vertex_ai(otel: Any, instrument_with: Any) -> None:
     litellm = pytest.importorskip("litellm")
+    instrument_with(openinference=True)
     with otel_budget.run("vertex"):
         litellm.completion(model="vertex_ai/gemini-2.5-flash", messages=[{"role": "user", "content": "hi"}],
                            mock_response="ok", temperature=0.4)
