@@ -1,9 +1,10 @@
 """A real consumer: Phoenix (arize-phoenix, in its own virtual environment, started offline) reads our OTLP spans.
 
-An agent loop that stops on its budget, with and without OpenInference's OpenAI instrumentor (before or after
-ours), and what Phoenix reports through its API: span kinds AGENT / LLM / TOOL, token counts, and the trace's
-cost summary, which Phoenix computes itself from `llm.token_count.*` and the model name, equal to the budget's
-`used.usd`. Nothing counted twice. Run by `make e2e` (which builds the Phoenix environment first).
+An agent loop that stops on its budget, with our default GenAI names (Phoenix 15.10+ converts them) and with
+our OpenInference twins, each with and without OpenInference's OpenAI instrumentor (before or after ours), and
+what Phoenix reports through its API: span kinds AGENT / LLM / TOOL, token counts with cache reads and writes,
+the session, the captured messages, and the trace's cost summary, which Phoenix computes itself from the token
+counts and the model name, equal to the budget's `used.usd`. Nothing counted twice. Run by `make e2e` (which builds the Phoenix environment first).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import openai
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -32,6 +34,7 @@ from otel_budget.testing import ScriptedLLM, ToolCall, Turn
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 3
 IN, OUT = 1000, 50  # tokens per call; gpt-4o is priced by Phoenix and by genai-prices alike ($2.50 / $10 per M)
+CACHE_READ, CACHE_WRITE = 200, 300  # of IN, on claude-sonnet-4-5 (cache writes at 1.25x input, reads at 0.1x)
 
 
 def _free_port() -> int:
@@ -81,8 +84,8 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 _TRACE = """query ($project: ID!, $trace: ID!) { node(id: $project) { ... on Project { trace(traceId: $trace) {
-  numSpans costSummary { total { cost tokens } prompt { tokens } completion { tokens } }
-  spans(first: 100) { edges { node { name spanKind tokenCountPrompt tokenCountCompletion } } } } } } }"""
+  numSpans session { sessionId } costSummary { total { cost tokens } prompt { tokens } completion { tokens } }
+  spans(first: 100) { edges { node { name spanKind tokenCountPrompt tokenCountCompletion attributes } } } } } } }"""
 
 
 def _trace(base: str, project: str, trace_id: str, spans: int) -> dict[str, Any]:
@@ -101,12 +104,59 @@ def _trace(base: str, project: str, trace_id: str, spans: int) -> dict[str, Any]
         time.sleep(0.5)
 
 
+def _spans(trace: dict[str, Any]) -> list[dict[str, Any]]:
+    return [edge["node"] for edge in trace["spans"]["edges"]]
+
+
+TOOLS = [{"type": "function", "function": {"name": "lookup", "parameters": {
+    "type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}}]
+
+
+def _agent(llm: ScriptedLLM, session: str) -> tuple[Any, int]:
+    """An openai tool loop that never finishes by itself: the budget stops it after STEPS calls."""
+
+    @ob.tool
+    def lookup(q: str) -> str:
+        return f"found {q}"
+
+    turns = iter(range(100))
+    llm.responder = lambda req: Turn(tool_calls=[ToolCall("lookup", {"q": f"q{next(turns)}"})],
+                                     input_tokens=IN, output_tokens=OUT)
+    client = openai.OpenAI(base_url=llm.openai_base_url, api_key="x", max_retries=0)
+    messages: list[Any] = [{"role": "user", "content": "research"}]
+    with ob.run("phoenix-agent", budget=ob.Budget(max_steps=STEPS), conversation_id=session) as run:
+        while True:
+            reply = client.chat.completions.create(model="gpt-4o", messages=messages, tools=TOOLS, max_tokens=200)
+            message = reply.choices[0].message
+            messages.append(message.model_dump(exclude_none=True))
+            for call in message.tool_calls or ():
+                messages.append({"role": "tool", "tool_call_id": call.id,
+                                 "content": lookup(**json.loads(call.function.arguments))})
+    llm.responder = None
+    return run.outcome, len(llm.requests)
+
+
+def _cached_call(llm: ScriptedLLM) -> Any:
+    """One anthropic call that reads and writes the prompt cache (claude-sonnet-4-5: both tables price it)."""
+    llm.default = Turn(text="cached", input_tokens=IN, cache_read_tokens=CACHE_READ, cache_write_tokens=CACHE_WRITE,
+                       output_tokens=OUT)
+    client = anthropic.Anthropic(base_url=llm.anthropic_base_url, api_key="x", max_retries=0)
+    with ob.run("phoenix-cache") as run:
+        client.messages.create(model="claude-sonnet-4-5", max_tokens=200, messages=[{"role": "user", "content": "c"}])
+    return run.outcome
+
+
 @pytest.mark.timeout(400)
+@pytest.mark.parametrize("ours", ["genai", "openinference"])
 @pytest.mark.parametrize("openinference", ["none", "before", "after"])
-def test_phoenix_reports_one_llm_span_per_call_and_the_budgets_cost(phoenix: str, openinference: str) -> None:
+def test_phoenix_reports_one_llm_span_per_call_and_the_budgets_cost(phoenix: str, openinference: str,
+                                                                    ours: str) -> None:
+    """By default (GenAI names only, which Phoenix converts) and with our OpenInference twins, alone or beside
+    OpenInference's own OpenAI instrumentor instrumented before or after ours: span kinds, tokens with cache
+    reads and writes, Phoenix's own cost equal to the budget's, the session, and the captured messages."""
     from openinference.instrumentation.openai import OpenAIInstrumentor
 
-    project = f"otel-budget-e2e-{openinference}-{uuid.uuid4().hex[:8]}"
+    project = f"otel-budget-e2e-{ours}-{openinference}-{uuid.uuid4().hex[:8]}"
     provider = TracerProvider(resource=Resource.create({"service.name": "otel-budget-e2e",
                                                         "openinference.project.name": project}))
     provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{phoenix}/v1/traces")))
@@ -114,43 +164,23 @@ def test_phoenix_reports_one_llm_span_per_call_and_the_budgets_cost(phoenix: str
     if openinference == "before":  # as phoenix.otel.register(auto_instrument=True) does at start-up
         peer.instrument(tracer_provider=provider)
     ob.uninstrument()
-    ob.instrument(tracer_provider=provider)
+    ob.instrument(tracer_provider=provider, capture_content=True, openinference=ours == "openinference")
     if openinference == "after":
         peer.instrument(tracer_provider=provider)
-
-    @ob.tool
-    def lookup(q: str) -> str:
-        return f"found {q}"
-
+    session = f"session-{uuid.uuid4().hex[:8]}"
     try:
         with ScriptedLLM() as llm:
-            turns = iter(range(100))
-            llm.responder = lambda req: Turn(tool_calls=[ToolCall("lookup", {"q": f"q{next(turns)}"})],
-                                             input_tokens=IN, output_tokens=OUT)
-            client = openai.OpenAI(base_url=llm.openai_base_url, api_key="x", max_retries=0)
-            tools = [{"type": "function", "function": {"name": "lookup", "parameters": {
-                "type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}}]
-            messages: list[Any] = [{"role": "user", "content": "research"}]
-            with ob.run("phoenix-agent", budget=ob.Budget(max_steps=STEPS)) as run:
-                while True:  # the agent never finishes by itself: the budget stops it
-                    reply = client.chat.completions.create(model="gpt-4o", messages=messages, tools=tools,
-                                                           max_tokens=200)
-                    message = reply.choices[0].message
-                    messages.append(message.model_dump(exclude_none=True))
-                    for call in message.tool_calls or ():
-                        messages.append({"role": "tool", "tool_call_id": call.id,
-                                         "content": lookup(**json.loads(call.function.arguments))})
-            sent = len(llm.requests)
+            done, sent = _agent(llm, session)
+            cached = _cached_call(llm)
     finally:
         if openinference != "none":
             peer.uninstrument()
         ob.uninstrument()
         provider.shutdown()
 
-    done = run.outcome
     assert done is not None and done.stop_reason == "steps" and sent == STEPS == done.usage.model_calls
     trace = _trace(phoenix, project, done.trace_id or "", spans=1 + 2 * STEPS)
-    spans = [edge["node"] for edge in trace["spans"]["edges"]]
+    spans = _spans(trace)
     kinds = sorted(s["spanKind"] for s in spans)
     assert kinds.count("agent") == 1 and kinds.count("llm") == STEPS and kinds.count("tool") == STEPS, spans
     llm_spans = [s for s in spans if s["spanKind"] == "llm"]
@@ -160,3 +190,16 @@ def test_phoenix_reports_one_llm_span_per_call_and_the_budgets_cost(phoenix: str
     assert cost["completion"]["tokens"] == STEPS * OUT == done.usage.output_tokens
     assert cost["total"]["cost"] == pytest.approx(done.usage.cost_usd, rel=1e-9)
     assert done.usage.cost_usd == pytest.approx(STEPS * (IN * 2.5 + OUT * 10.0) / 1e6)
+    assert (trace["session"] or {}).get("sessionId") == session
+    for span in llm_spans:  # the messages Phoenix shows: converted from gen_ai.* or our twins
+        messages = json.loads(span["attributes"])["llm"]["input_messages"]
+        assert messages[0]["message"]["role"] == "user" and messages[0]["message"]["content"] == "research"
+
+    assert cached is not None and cached.usage.cache_write_tokens == CACHE_WRITE
+    (call,) = [s for s in _spans(_trace(phoenix, project, cached.trace_id or "", spans=2))
+               if s["spanKind"] == "llm"]
+    assert call["tokenCountPrompt"] == IN and call["tokenCountCompletion"] == OUT
+    details = json.loads(call["attributes"])["llm"]["token_count"]["prompt_details"]
+    assert (details["cache_read"], details["cache_write"]) == (CACHE_READ, CACHE_WRITE)
+    cached_trace = _trace(phoenix, project, cached.trace_id or "", spans=2)
+    assert cached_trace["costSummary"]["total"]["cost"] == pytest.approx(cached.usage.cost_usd, rel=1e-9)
