@@ -51,7 +51,7 @@ class RunAssembler:
                 runs += 1
                 continue
             op = row.attrs.get(sc.GEN_AI_OPERATION_NAME)
-            if sc.COST_SOURCE in row.attrs and row.attrs.get(sc.OI_SPAN_KIND) == sc.OI_KIND_LLM:  # our model calls
+            if sc.COST_SOURCE in row.attrs and op in sc.MODEL_OPERATIONS:  # our model calls
                 self._calls.append(_Call(row.trace_id, row.parent_id, row.start, _turn(row)))
             elif op == sc.OP_EXECUTE_TOOL:
                 self._tools.append(_Tool(row.trace_id, row.parent_id, row.start, _result(row)))

@@ -8,7 +8,6 @@ from opentelemetry import trace
 
 from . import semconv as sc
 
-_LLM_OPERATIONS = frozenset({sc.OP_CHAT, sc.OP_GENERATE_CONTENT, "text_completion"})
 
 #: Instrumentation scopes of provider-level LLM instrumentors whose span of a call we adopt (framework-level
 #: spans, such as an agent framework's own, are not ours to take over).
@@ -49,7 +48,7 @@ def peer_span() -> AdoptedSpan | None:
         return None
     attrs = getattr(span, "attributes", None) or {}
     kind = attrs.get(sc.OI_SPAN_KIND)
-    is_llm = kind == sc.OI_KIND_LLM if kind is not None else attrs.get(sc.GEN_AI_OPERATION_NAME) in _LLM_OPERATIONS
+    is_llm = kind == sc.OI_KIND_LLM if kind is not None else attrs.get(sc.GEN_AI_OPERATION_NAME) in sc.MODEL_OPERATIONS
     return AdoptedSpan(span) if is_llm else None
 
 

@@ -47,6 +47,9 @@ OP_CHAT = "chat"
 OP_INVOKE_AGENT = "invoke_agent"
 OP_EXECUTE_TOOL = "execute_tool"
 OP_GENERATE_CONTENT = "generate_content"
+OP_TEXT_COMPLETION = "text_completion"
+#: The operations of a model call span (what Phoenix, too, reads as an LLM span).
+MODEL_OPERATIONS = frozenset({OP_CHAT, OP_GENERATE_CONTENT, OP_TEXT_COMPLETION})
 
 OUTPUT_TEXT = "text"
 OUTPUT_JSON = "json"
