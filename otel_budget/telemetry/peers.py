@@ -8,7 +8,6 @@ from opentelemetry import trace
 
 from . import semconv as sc
 
-
 #: Instrumentation scopes of provider-level LLM instrumentors whose span of a call we adopt (framework-level
 #: spans, such as an agent framework's own, are not ours to take over).
 PEER_SCOPES = frozenset({
