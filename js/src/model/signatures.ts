@@ -85,7 +85,7 @@ function quote(text: string): string {
     const code = text.charCodeAt(i);
     const esc = ESCAPES[ch];
     if (esc !== undefined) out += esc;
-    else if (code < 0x20 || code > 0x7e) out += code === 0x7f ? ch : `\\u${code.toString(16).padStart(4, "0")}`;
+    else if (code < 0x20 || code > 0x7e) out += `\\u${code.toString(16).padStart(4, "0")}`;
     else out += ch;
   }
   return `${out}"`;
