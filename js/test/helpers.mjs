@@ -56,3 +56,14 @@ export async function startScriptedLLM() {
     }),
   };
 }
+
+/** The major version of the installed package `name`, as resolved from the tests (js/ or js/ai7/). */
+export function installedMajor(name) {
+  let dir = dirname(fileURLToPath(import.meta.resolve(name)));
+  while (!existsSync(join(dir, "package.json")) || JSON.parse(readFileSync(join(dir, "package.json"), "utf8")).name !== name) {
+    const up = dirname(dir);
+    if (up === dir) throw new Error(`no package.json of ${name}`);
+    dir = up;
+  }
+  return Number(JSON.parse(readFileSync(join(dir, "package.json"), "utf8")).version.split(".")[0]);
+}
