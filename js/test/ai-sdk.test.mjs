@@ -88,6 +88,20 @@ test("maxSteps stops before the call: the server sees exactly maxSteps requests"
   assert.equal(result.totalUsage.inputTokens, 800); // the refusal adds a step of zero usage
 });
 
+test("the Responses API model is braked the same way", async () => {
+  await llm.script(...[1, 2, 3].map((n) => toolTurn("open_portal", { page: n })), { text: "done" });
+  const { result, outcome } = await run("responses", { budget: { maxSteps: 2 } }, () => generateText({
+    model: budgeted(openai.responses("gpt-4o")), tools: portalTools([]), stopWhen: stepCountIs(20), maxRetries: 0,
+    prompt: "Read every page.",
+  }));
+  const sent = await modelRequests();
+  assert.equal(sent.length, 2);
+  assert.ok(sent.every((r) => r.api === "openai.responses"), JSON.stringify(sent.map((r) => r.api)));
+  assert.equal(outcome.stopReason, "steps");
+  assert.equal(result.text, outcome.wrapUp);
+  assert.equal(spans("chat gpt-4o")[0].attributes["gen_ai.provider.name"], "openai");
+});
+
 test("maxUsd with a model of unknown price is refused before sending", async () => {
   await llm.script({ text: "should never be sent" });
   let error;
