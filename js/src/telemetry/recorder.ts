@@ -3,13 +3,42 @@
  * `chat {model}` per model request, `execute_tool {tool}` per tool execution. Telemetry never breaks the agent:
  * every failure here is swallowed. No content (prompts, completions, arguments, results) is recorded.
  */
-import { type Attributes, type Context, type Span, SpanKind, SpanStatusCode, context, trace } from "@opentelemetry/api";
+import { type Attributes, type Context, type Span, SpanKind, SpanStatusCode, type Tracer, context, trace } from "@opentelemetry/api";
 import { StopReason } from "../model/budget.js";
 import { pyRound } from "../model/format.js";
 import { argumentsSignature, resultSignature } from "../model/signatures.js";
-import { getSettings } from "../core/config.js";
-import type { RunNode } from "../core/node.js";
+import type { RunOutcome } from "../model/outcome.js";
 import * as sc from "./semconv.js";
+
+/** What the recorder reads of a run (core's RunNode): telemetry sits below the core and knows only this. */
+export interface RunView {
+  readonly name: string;
+  readonly depth: number;
+  readonly parent: RunView | null;
+  span: Span | null;
+  traceId: string | null;
+  spanId: string | null;
+  readonly outcome: RunOutcome | null;
+  spanLimits(): Record<string, number>;
+  utilizationMax(): number;
+}
+
+type TracerSource = { getTracer(name: string, version?: string): Tracer };
+export const VERSION = "0.1.0";
+let tracerSource: TracerSource | null = null;
+let cachedTracer: Tracer | null = null;
+
+/** The tracer provider to use (`instrument({ tracerProvider })`); null: @opentelemetry/api's global one. */
+export function setTracerProvider(provider: TracerSource | null): void {
+  tracerSource = provider;
+  cachedTracer = null;
+}
+
+function tracer(): Tracer {
+  // the global tracer is looked up on use, so a provider registered after instrument() still gets the spans
+  if (tracerSource === null) return trace.getTracer(sc.TRACER_NAME, VERSION);
+  return (cachedTracer ??= tracerSource.getTracer(sc.TRACER_NAME, VERSION));
+}
 
 function safe<T>(fn: () => T, fallback: T): T {
   try {
@@ -19,7 +48,7 @@ function safe<T>(fn: () => T, fallback: T): T {
   }
 }
 
-export function startRun(node: RunNode): Span | null {
+export function startRun(node: RunView): Span | null {
   return safe(() => {
     const attrs: Attributes = {
       [sc.GEN_AI_OPERATION_NAME]: sc.OP_INVOKE_AGENT,
@@ -29,7 +58,7 @@ export function startRun(node: RunNode): Span | null {
     };
     for (const [dim, limit] of Object.entries(node.spanLimits())) attrs[sc.LIMIT_PREFIX + dim] = limit;
     const parent = node.parent !== null ? spanContext(node.parent.span) : context.active();
-    const span = getSettings().tracer().startSpan(`${sc.OP_INVOKE_AGENT} ${node.name}`,
+    const span = tracer().startSpan(`${sc.OP_INVOKE_AGENT} ${node.name}`,
       { kind: SpanKind.INTERNAL, attributes: attrs }, parent);
     node.span = span;
     const ctx = span.spanContext();
@@ -45,7 +74,7 @@ export function spanContext(span: Span | null): Context {
   return span !== null ? trace.setSpan(context.active(), span) : context.active();
 }
 
-export function endRun(node: RunNode, span: Span | null): void {
+export function endRun(node: RunView, span: Span | null): void {
   const outcome = node.outcome;
   if (span === null || outcome === null) return;
   try {
@@ -99,7 +128,7 @@ export function startCall(call: CallRecord, parent: Context): Span | null {
       [sc.OI_LLM_PROVIDER]: call.provider,
     };
     if (call.maxOutputTokens !== null) attrs[sc.GEN_AI_REQUEST_MAX_TOKENS] = call.maxOutputTokens;
-    return getSettings().tracer().startSpan(`${sc.OP_CHAT} ${call.model}`, { kind: SpanKind.CLIENT, attributes: attrs },
+    return tracer().startSpan(`${sc.OP_CHAT} ${call.model}`, { kind: SpanKind.CLIENT, attributes: attrs },
       parent);
   }, null);
 }
@@ -153,7 +182,7 @@ export function startTool(name: string, callId: string | null, args: unknown, pa
       [sc.TOOL_ARGUMENTS_SIGNATURE]: argumentsSignature(args),
     };
     if (callId) attrs[sc.GEN_AI_TOOL_CALL_ID] = callId;
-    return getSettings().tracer().startSpan(`${sc.OP_EXECUTE_TOOL} ${name}`, { kind: SpanKind.INTERNAL,
+    return tracer().startSpan(`${sc.OP_EXECUTE_TOOL} ${name}`, { kind: SpanKind.INTERNAL,
       attributes: attrs }, parent);
   }, null);
 }
