@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { after, before, beforeEach, test } from "node:test";
 import { createOpenAI } from "@ai-sdk/openai";
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
-import { generateText, stepCountIs, streamText, tool } from "ai";
+import { ToolLoopAgent, generateText, stepCountIs, streamText, tool } from "ai";
 import { z } from "zod";
 import { UnknownPriceError, budgeted, budgetedTools, instrument, run } from "otel-budget";
 import { startScriptedLLM } from "./helpers.mjs";
@@ -69,6 +69,38 @@ test("a stuck loop (same tool, same arguments) ends `repeat` with the wrap-up as
   assert.equal(chats[0].attributes["gen_ai.usage.output_tokens"], 20);
   assert.equal(chats[0].attributes["gen_ai.provider.name"], "openai");
   assert.equal(spans("execute_tool open_portal").length, 2);
+});
+
+test("a ToolLoopAgent stuck on a portal whose next page never changes ends `stalled` with the wrap-up", async () => {
+  await llm.script(...[1, 2, 3, 4, 5].map((n) => toolTurn("next_page", { page: n })), { text: "never" });
+  const pages = [];
+  const agent = new ToolLoopAgent({
+    model: budgeted(openai.chat("gpt-4o")),
+    instructions: "Collect every open invoice.",
+    tools: budgetedTools({
+      next_page: tool({
+        description: "The next page of the invoice list.",
+        inputSchema: z.object({ page: z.number() }),
+        execute: async ({ page }) => {
+          pages.push(page);
+          return "Invoices: INV-2026-0412 OPEN (page 1 of 1)"; // the portal never advances
+        },
+      }),
+    }),
+    stopWhen: stepCountIs(20),
+    maxRetries: 0,
+  });
+  const { result, outcome } = await run("stuck-agent", { budget: { maxSteps: 20 } }, () =>
+    agent.generate({ prompt: "Collect them." }));
+  assert.equal(outcome.stopReason, "stalled");
+  assert.equal(outcome.limit, "max_stalls");
+  assert.deepEqual(pages, [1, 2, 3]); // three unchanged results; the 4th model call was never sent
+  assert.equal(await modelRequests().then((r) => r.length), 3);
+  assert.equal(result.text, outcome.wrapUp);
+  assert.ok(result.text.startsWith("Stopped: no progress (max_stalls). next_page returned the same result 3 times "
+    + "in a row."), result.text);
+  assert.ok(!result.text.includes("INV-2026"), "counts and tool names, never content");
+  assert.equal(spans("invoke_agent stuck-agent")[0].attributes["stop.reason"], "stalled");
 });
 
 test("maxSteps stops before the call: the server sees exactly maxSteps requests", async () => {
