@@ -224,6 +224,18 @@ test("a stuck loop in a stream ends `repeat` too (tool calls are counted as they
   assert.equal(result.text, outcome.wrapUp);
 });
 
+test("maxSeconds cuts a call in flight and answers with the wrap-up (time)", async () => {
+  await llm.script({ text: "too late", delay: 20 });
+  const { result, outcome } = await run("slow", { budget: { maxSeconds: 1 } }, () => generateText({
+    model: budgeted(openai.chat("gpt-4o")), maxRetries: 0, prompt: "hi" }));
+  assert.equal(outcome.stopReason, "time");
+  assert.equal(outcome.limit, "max_seconds");
+  assert.equal(result.text, outcome.wrapUp);
+  assert.ok(outcome.wrapUp.endsWith("The run's time ran out while a call was in flight."), outcome.wrapUp);
+  assert.notEqual(result.text, "too late"); // the 20 s answer was not awaited
+  assert.equal(await modelRequests().then((r) => r.length), 1);
+});
+
 test("a nested run draws from its parent's budget", async () => {
   await llm.script(...[1, 2, 3, 4].map(() => ({ text: "ok", input_tokens: 10, output_tokens: 2 })));
   const model = budgeted(openai.chat("gpt-4o"));

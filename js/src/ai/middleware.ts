@@ -11,6 +11,7 @@ import type { RunNode } from "../core/node.js";
 import { currentNode, usageKey } from "../core/run.js";
 import { recordToolRequests } from "../core/watch.js";
 import { templateWrapUp } from "../core/wrapup.js";
+import { StopReason } from "../model/budget.js";
 import { BudgetExceeded } from "../model/outcome.js";
 import { type CallRecord, endCall, startCall, spanContext } from "../telemetry/recorder.js";
 
@@ -111,14 +112,24 @@ async function wrapGenerate({ doGenerate, params, model }: { doGenerate: () => P
   }
   const { adm, call, chars } = started;
   const span = startCall(call, spanContext(node.span));
+  const deadline = deadlineSignal(node, started.params);
   let result: any;
   try {
-    result = adm.setMaxTokens ? await model.doGenerate(started.params) : await doGenerate();
+    result = adm.setMaxTokens || deadline !== null
+      ? await model.doGenerate(deadline !== null ? { ...started.params, abortSignal: deadline.signal } : started.params)
+      : await doGenerate();
   } catch (exc) {
     finish(node, adm, call, chars, null);
     call.error = exc;
     endCall(call, span);
+    if (deadline?.expired()) {
+      // the run's time ran out while the call was in flight: the SDK gets the wrap-up, not an abort error
+      return refusedResult(node, node.stop(StopReason.TIME, "max_seconds",
+        "the run's time ran out while a call was in flight."), model);
+    }
     throw exc;
+  } finally {
+    deadline?.clear();
   }
   finish(node, adm, call, chars, readUsage(result?.usage));
   const toolCalls = (Array.isArray(result?.content) ? result.content : [])
@@ -130,6 +141,23 @@ async function wrapGenerate({ doGenerate, params, model }: { doGenerate: () => P
   recordToolRequests(node, toolCalls.map((p: any) => [p.toolName, p.input, p.toolCallId]));
   endCall(call, span);
   return result;
+}
+
+/** An abort signal that fires when the run's time (maxSeconds, the tightest of the chain) is up, joined with
+ * the caller's own; null when no run of the chain has a time limit. */
+function deadlineSignal(node: RunNode, params: Params): { signal: AbortSignal; expired(): boolean; clear(): void }
+  | null {
+  if (node.deadline === Infinity) return null;
+  const ours = new AbortController();
+  const timer = setTimeout(() => ours.abort(new DOMException("the run's time (maxSeconds) is up", "TimeoutError")),
+    Math.max(1, node.timeLeft() * 1000));
+  timer.unref?.();
+  const theirs = params.abortSignal as AbortSignal | undefined;
+  return {
+    signal: theirs !== undefined ? AbortSignal.any([theirs, ours.signal]) : ours.signal,
+    expired: () => ours.signal.aborted,
+    clear: () => clearTimeout(timer),
+  };
 }
 
 function finishReasonText(reason: any): string {
