@@ -236,6 +236,22 @@ test("maxSeconds cuts a call in flight and answers with the wrap-up (time)", asy
   assert.equal(await modelRequests().then((r) => r.length), 1);
 });
 
+test("maxSeconds cuts a stream in flight: it ends with the wrap-up as its text, with no stream error", async () => {
+  await llm.script({ text: "one two three four five six seven eight", chunks: 8, chunk_delay: 0.4 });
+  const errors = [];
+  const { result, outcome } = await run("slow-stream", { budget: { maxSeconds: 1 } }, async () => {
+    const stream = streamText({ model: budgeted(openai.chat("gpt-4o")), maxRetries: 0, prompt: "count",
+      onError: ({ error }) => errors.push(error) });
+    return { text: await stream.text, finishReason: await stream.finishReason };
+  });
+  assert.deepEqual(errors, []);
+  assert.equal(outcome.stopReason, "time");
+  assert.ok(result.text.endsWith(outcome.wrapUp), result.text); // what streamed before the cut, then the wrap-up
+  // cut while streaming (the usual case), or before the first byte on a loaded machine: the same graceful end
+  assert.match(outcome.detail, /^the run's time ran out while (an answer was streaming; the stream was closed|a call was in flight)\.$/);
+  assert.equal(result.finishReason, "stop");
+});
+
 test("a nested run draws from its parent's budget", async () => {
   await llm.script(...[1, 2, 3, 4].map(() => ({ text: "ok", input_tokens: 10, output_tokens: 2 })));
   const model = budgeted(openai.chat("gpt-4o"));

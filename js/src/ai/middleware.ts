@@ -176,18 +176,24 @@ function refusedResult(node: RunNode, exc: BudgetExceeded, model: Model): unknow
   };
 }
 
-function refusedStream(node: RunNode, exc: BudgetExceeded, model: Model): unknown {
+/** The stream parts of an answer whose text is the wrap-up (finish `stop`, zero usage). */
+function wrapUpParts(node: RunNode, exc: BudgetExceeded, model: Model): unknown[] {
   const v2 = model.specificationVersion === "v2";
-  const text = refusalText(node, exc);
   const id = `otel-budget-${node.root.turns}`;
-  const parts = [
-    { type: "stream-start", warnings: [] },
-    { type: "response-metadata", id, modelId: model.modelId, timestamp: new Date() },
+  return [
     { type: "text-start", id },
-    { type: "text-delta", id, delta: text },
+    { type: "text-delta", id, delta: refusalText(node, exc) },
     { type: "text-end", id },
     { type: "finish", finishReason: stopReasonPart(v2), usage: zeroUsage(v2),
       providerMetadata: { otel_budget: { stopReason: exc.reason, limit: exc.limit ?? null } } },
+  ];
+}
+
+function refusedStream(node: RunNode, exc: BudgetExceeded, model: Model): unknown {
+  const parts = [
+    { type: "stream-start", warnings: [] },
+    { type: "response-metadata", id: `otel-budget-${node.root.turns}`, modelId: model.modelId, timestamp: new Date() },
+    ...wrapUpParts(node, exc, model),
   ];
   return { stream: new ReadableStream({ start(controller) {
     for (const part of parts) controller.enqueue(part);
@@ -208,13 +214,21 @@ async function wrapStream({ doStream, params, model }: { doStream: () => Promise
   }
   const { adm, call, chars } = started;
   const span = startCall(call, spanContext(node.span));
+  const deadline = deadlineSignal(node, started.params);
   let inner: any;
   try {
-    inner = adm.setMaxTokens ? await model.doStream(started.params) : await doStream();
+    inner = adm.setMaxTokens || deadline !== null
+      ? await model.doStream(deadline !== null ? { ...started.params, abortSignal: deadline.signal } : started.params)
+      : await doStream();
   } catch (exc) {
+    deadline?.clear();
     finish(node, adm, call, chars, null);
     call.error = exc;
     endCall(call, span);
+    if (deadline?.expired()) {
+      return refusedStream(node, node.stop(StopReason.TIME, "max_seconds",
+        "the run's time ran out while a call was in flight."), model);
+    }
     throw exc;
   }
   let usage: Usage4 | null = null;
@@ -224,6 +238,7 @@ async function wrapStream({ doStream, params, model }: { doStream: () => Promise
   const close = (error?: unknown): void => {
     if (closed) return;
     closed = true;
+    deadline?.clear();
     node.openCalls.delete(abandon);
     if (usage === null && outputChars > 0) {
       usage = { input: adm.inputEstimate, output: Math.ceil(outputChars / 4), cacheRead: 0, cacheWrite: 0,
@@ -244,6 +259,14 @@ async function wrapStream({ doStream, params, model }: { doStream: () => Promise
         step = await reader.read();
       } catch (exc) {
         close(exc);
+        if (deadline?.expired()) {
+          // the run's time ran out while the answer was streaming: it ends with the wrap-up, not a stream error
+          const stop = node.stop(StopReason.TIME, "max_seconds", "the run's time ran out while an answer was "
+            + "streaming; the stream was closed.");
+          for (const wrapUp of wrapUpParts(node, stop, model)) controller.enqueue(wrapUp);
+          controller.close();
+          return;
+        }
         controller.error(exc);
         return;
       }
