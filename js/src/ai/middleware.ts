@@ -88,7 +88,8 @@ function begin(node: RunNode, model: Model, params: Params):
   const callParams = adm.setMaxTokens ? { ...params, maxOutputTokens: adm.maxOutputTokens as number } : params;
   const call: CallRecord = { provider, model: modelId, maxOutputTokens: callParams.maxOutputTokens ?? null,
     turn: adm.turn, costUsd: null };
-  return { adm, call, chars: measure(), params: callParams };
+  // measured only when a token or money limit needed the request's size (no per-call work for other runs)
+  return { adm, call, chars, params: callParams };
 }
 
 function finish(node: RunNode, adm: Admission, call: CallRecord, chars: number, usage: Usage4 | null): void {
@@ -96,7 +97,7 @@ function finish(node: RunNode, adm: Admission, call: CallRecord, chars: number, 
   call.usage = u;
   call.costUsd = cost(call.provider, call.model, u);
   settleCall(adm, { inputTokens: u.input, outputTokens: u.output, cacheRead: u.cacheRead, cacheWrite: u.cacheWrite,
-    reasoning: u.reasoning }, call.costUsd, usage !== null ? chars : null);
+    reasoning: u.reasoning }, call.costUsd, usage !== null && chars > 0 ? chars : null);
 }
 
 async function wrapGenerate({ doGenerate, params, model }: { doGenerate: () => PromiseLike<any>; params: Params;
