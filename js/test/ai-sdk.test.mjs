@@ -165,6 +165,25 @@ test("a price override makes the same model usable under maxUsd, and the cap sto
   assert.equal(result.text, outcome.wrapUp);
 });
 
+test("a 50-call Promise.all storm never passes maxUsd by more than one call's input estimate", async () => {
+  await llm.setDefault({ text: "ok", input_tokens: 2000, output_tokens: 50 });
+  const prompt = "Summarize the invoice. ".repeat(400); // 9,200 bytes: at least the 2,000 tokens reported
+  const model = budgeted(openai.chat("gpt-4o"));
+  const cap = 0.05;
+  const { result, outcome } = await run("storm", { budget: { maxUsd: cap } }, () => Promise.all(
+    Array.from({ length: 50 }, () => generateText({ model, maxRetries: 0, maxOutputTokens: 50, prompt })),
+  ));
+  const sent = await modelRequests().then((r) => r.length);
+  assert.equal(outcome.stopReason, "cost");
+  assert.equal(outcome.usage.modelCalls, sent);
+  // calls refused only for what calls in flight held waited for them (without waiting: 2 were sent)
+  assert.ok(sent >= 4 && sent < 50, String(sent));
+  const oneInput = 2000 * 2.5 / 1e6; // gpt-4o's input price in genai-prices: $2.50 per million tokens
+  assert.ok(outcome.usage.costUsd <= cap + oneInput, `${outcome.usage.costUsd} > ${cap} + ${oneInput}`);
+  const refused = result.filter((r) => r.text === outcome.wrapUp || r.text.startsWith("Stopped at a limit: max_usd"));
+  assert.equal(refused.length, 50 - sent); // every refused call answered with a wrap-up, none threw
+});
+
 test("a healthy loop writing five files ends `done` with the model's own text", async () => {
   const paths = [1, 2, 3, 4, 5].map((n) => `out/report-${n}.md`);
   await llm.script(...paths.map((path) => toolTurn("write_file", { path, content: "# Report\n" })),

@@ -5,7 +5,7 @@
  * translate, the core decides.
  */
 import * as ai from "ai";
-import { type Admission, admit, release, settleCall } from "../core/admission.js";
+import { type Admission, admitWaiting, release, settleCall } from "../core/admission.js";
 import { getSettings } from "../core/config.js";
 import type { RunNode } from "../core/node.js";
 import { currentNode, usageKey } from "../core/run.js";
@@ -29,7 +29,8 @@ function providerName(model: Model): string {
 
 function inputChars(params: Params): number {
   try {
-    return JSON.stringify({ prompt: params.prompt, tools: params.tools }).length;
+    // UTF-8 bytes: a token is at least one byte, so this bounds the input tokens of the request's text
+    return Buffer.byteLength(JSON.stringify({ prompt: params.prompt, tools: params.tools }) ?? "", "utf8");
   } catch {
     return 0;
   }
@@ -77,13 +78,13 @@ function cost(provider: string, modelId: string, u: Usage4): number | null {
   return pricing === null ? null : pricing.cost(u.input, u.output, u.cacheRead, u.cacheWrite);
 }
 
-function begin(node: RunNode, model: Model, params: Params):
-  { adm: Admission; call: CallRecord; chars: number; params: Params } {
+async function begin(node: RunNode, model: Model, params: Params):
+  Promise<{ adm: Admission; call: CallRecord; chars: number; params: Params }> {
   const provider = providerName(model);
   const modelId = String(model.modelId ?? "unknown");
   let chars = -1;
   const measure = () => (chars = chars < 0 ? inputChars(params) : chars);
-  const adm = admit(node, provider, modelId, params.maxOutputTokens ?? null, measure);
+  const adm = await admitWaiting(node, provider, modelId, params.maxOutputTokens ?? null, measure);
   node.root.budgetedCalls += 1;
   const callParams = adm.setMaxTokens ? { ...params, maxOutputTokens: adm.maxOutputTokens as number } : params;
   const call: CallRecord = { provider, model: modelId, maxOutputTokens: callParams.maxOutputTokens ?? null,
@@ -106,7 +107,7 @@ async function wrapGenerate({ doGenerate, params, model }: { doGenerate: () => P
   if (node === undefined) return doGenerate(); // outside any run: not braked
   let started;
   try {
-    started = begin(node, model, params);
+    started = await begin(node, model, params);
   } catch (exc) {
     if (exc instanceof BudgetExceeded) return refusedResult(node, exc, model);
     throw exc;
@@ -208,7 +209,7 @@ async function wrapStream({ doStream, params, model }: { doStream: () => Promise
   if (node === undefined) return doStream();
   let started;
   try {
-    started = begin(node, model, params);
+    started = await begin(node, model, params);
   } catch (exc) {
     if (exc instanceof BudgetExceeded) return refusedStream(node, exc, model);
     throw exc;

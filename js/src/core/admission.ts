@@ -12,6 +12,16 @@ import { DIM_REASON, type RunNode } from "./node.js";
 export const AUTO_MAX_TOKENS_CEILING = 16384;
 const UNBOUNDED_OUTPUT_RESERVE = 4096;
 const COUNT_DIMS = new Set(["steps", "tool_calls"]);
+/** Dimensions on which what calls in flight hold (their worst case) may come back when they settle. */
+const WAIT_DIMS = new Set(["input_tokens", "output_tokens", "total_tokens", "usd"]);
+const MAX_ADMISSION_WAIT = 60;
+
+/** A call did not fit only because of what calls in flight hold: wait for one to settle, then admit again. */
+export class RoomPending extends Error {
+  constructor(readonly seen: number) {
+    super("waiting for calls in flight to settle");
+  }
+}
 
 /** What a call reserved; settle or release it exactly once. */
 export class Admission {
@@ -46,7 +56,7 @@ function freeEstimateSlot(adm: Admission): void {
  * time, and at an upper bound (one token per character) for a call made while that one is in flight.
  */
 export function admit(node: RunNode, provider: string, model: string, maxOutput: number | null,
-  inputChars: () => number, choices = 1): Admission {
+  inputChars: () => number, choices = 1, mayWait = false): Admission {
   const what = `the call to ${model}`;
   node.checkGates(what);
   const limited = node.limited();
@@ -57,7 +67,7 @@ export function admit(node: RunNode, provider: string, model: string, maxOutput:
   const amounts: Amounts = { steps: 1 };
   const adm = new Admission(node, amounts);
   if (![...limited].some((d) => !COUNT_DIMS.has(d))) {
-    reserveCall(node, adm, what);
+    reserveCall(node, adm, what, false);
     return adm;
   }
   const chars = inputChars();
@@ -109,7 +119,7 @@ export function admit(node: RunNode, provider: string, model: string, maxOutput:
   amounts.total_tokens = estIn + out * n;
   if (pricing !== null) amounts.usd = inputCost + out * n * perToken;
   try {
-    reserveCall(node, adm, what);
+    reserveCall(node, adm, what, mayWait);
   } catch (exc) {
     freeEstimateSlot(adm);
     throw exc;
@@ -123,11 +133,69 @@ export function admit(node: RunNode, provider: string, model: string, maxOutput:
   return adm;
 }
 
-function reserveCall(node: RunNode, adm: Admission, what: string): void {
+function reserveCall(node: RunNode, adm: Admission, what: string, mayWait: boolean): void {
   const refusal = reserve(node.accounts, adm.amounts);
-  if (refusal !== null) throw node.refusalError(refusal, what);
+  if (refusal !== null) {
+    if (mayWait && mayWaitFor(node, refusal.dim, refusal.message, adm.amounts)) {
+      throw new RoomPending(node.root.settledCount);
+    }
+    throw node.refusalError(refusal, what);
+  }
   node.root.turns += 1;
   adm.turn = node.root.turns;
+  node.root.inFlight += 1;
+}
+
+/** Whether a refused call may wait: only for what calls in flight hold, and only when it would fit once they
+ * settled (what a call in flight holds is its worst case, which its settlement may give back). */
+function mayWaitFor(node: RunNode, dim: string, message: string, amounts: Amounts): boolean {
+  if (!WAIT_DIMS.has(dim) || message || node.timeLeft() <= 0 || node.root.inFlight <= 0) return false;
+  const amount = amounts[dim] ?? 0;
+  return node.accounts.every((acc) => (acc.limits[dim] ?? Infinity) >= acc.used[dim] + amount - 1e-12);
+}
+
+/** Wait until a call of the tree settles after `seen` settlements; false when none did in time. */
+function waitSettled(node: RunNode, seen: number): Promise<boolean> {
+  const root = node.root;
+  if (root.settledCount !== seen) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      root.roomWaiters.delete(wake);
+      resolve(false);
+    }, Math.max(0, Math.min(MAX_ADMISSION_WAIT, node.timeLeft())) * 1000);
+    const wake = () => {
+      clearTimeout(timer);
+      resolve(true);
+    };
+    root.roomWaiters.add(wake);
+  });
+}
+
+/**
+ * `admit` for callers that can await: a call refused only because of what calls in flight hold waits for one
+ * of them to settle and is admitted again (a `Promise.all` storm uses the budget instead of stopping early).
+ */
+export async function admitWaiting(node: RunNode, provider: string, model: string, maxOutput: number | null,
+  inputChars: () => number, choices = 1): Promise<Admission> {
+  for (;;) {
+    try {
+      return admit(node, provider, model, maxOutput, inputChars, choices, true);
+    } catch (exc) {
+      if (!(exc instanceof RoomPending)) throw exc;
+      if (!(await waitSettled(node, exc.seen))) return admit(node, provider, model, maxOutput, inputChars, choices);
+    }
+  }
+}
+
+/** The call of `adm` is no longer in flight: free what it held and wake the calls waiting for room. */
+function done(adm: Admission): void {
+  freeEstimateSlot(adm);
+  const root = adm.node.root;
+  if (adm.turn > 0) root.inFlight = Math.max(0, root.inFlight - 1);
+  root.settledCount += 1;
+  const waiters = [...root.roomWaiters];
+  root.roomWaiters.clear();
+  for (const wake of waiters) wake();
 }
 
 /** What a call used, as the API reported it (input includes cached tokens, output includes reasoning). */
@@ -153,7 +221,7 @@ export function settleCall(adm: Admission, usage: CallUsage, cost: number | null
   };
   if (cost !== null) actual.usd = cost;
   settle(node.accounts, adm.amounts, actual);
-  freeEstimateSlot(adm);
+  done(adm);
   if (inputChars && usage.inputTokens > 0) {
     node.root.charsPerToken = Math.min(8.0, Math.max(1.0, inputChars / usage.inputTokens));
   }
@@ -171,5 +239,5 @@ export function release(adm: Admission): void {
   if (adm.done) return;
   adm.done = true;
   settle(adm.node.accounts, adm.amounts, {});
-  freeEstimateSlot(adm);
+  done(adm);
 }

@@ -63,6 +63,10 @@ export class RunNode {
   turns = 0;
   charsPerToken = 4.0;
   estimateInFlight = false;
+  /** (root) Admitted model calls not settled yet, settlements so far, and calls waiting for one. */
+  inFlight = 0;
+  settledCount = 0;
+  readonly roomWaiters = new Set<() => void>();
   completion: [boolean, unknown] | null = null;
   /** Model calls that went through a budgeted model, in this tree (at the root). */
   budgetedCalls = 0;
