@@ -151,3 +151,20 @@ def test_budget_validation_vectors() -> None:
             with pytest.raises(ValidationError) as info:
                 Budget(**fields)
             assert case["field"] in str(info.value), (case, str(info.value))
+
+
+def test_number_format_vectors() -> None:
+    from otel_budget.core.ledger import _fmt
+    from otel_budget.model.budget import plural, usd
+
+    cases = json.loads((VECTORS / "number-formats.json").read_text(encoding="utf-8"))["cases"]
+    for case in cases["usd"]:
+        assert usd(case["value"], case["cap"]) == case["text"], case
+    for case in cases["fmt"]:
+        assert _fmt(case["value"]) == case["text"], case
+    for case in cases["fixed4"]:
+        assert f"${case['value']:.4f}" == case["text"], case
+    for case in cases["seconds"]:
+        assert f"{case['value']:.1f}" == case["text"], case
+    for case in cases["plural"]:
+        assert plural(case["count"], case["noun"]) == case["text"], case

@@ -5,7 +5,7 @@ import { test } from "node:test";
 import { Budget, BudgetExceeded, UnknownPriceError, argumentsSignature, canonicalArguments, run } from "otel-budget";
 import {
   PriceBook, admit, admitTool, currentNode, getSettings, noteToolResult, recordToolRequests, settleCall, settleTool,
-  templateWrapUp,
+  templateWrapUp, fmt, plural, pyFixed, usd,
 } from "otel-budget/internal";
 import { vector, vectors } from "./helpers.mjs";
 
@@ -144,4 +144,13 @@ test("Budget validation matches Python's, and an error names the field", () => {
       });
     }
   }
+});
+
+test("numbers are formatted as Python formats them (wrap-ups and refusal details)", () => {
+  const { cases } = vector("number-formats.json");
+  for (const c of cases.usd) assert.equal(usd(c.value, c.cap), c.text, JSON.stringify(c));
+  for (const c of cases.fmt) assert.equal(fmt(c.value), c.text, JSON.stringify(c));
+  for (const c of cases.fixed4) assert.equal(`$${pyFixed(c.value, 4)}`, c.text, JSON.stringify(c));
+  for (const c of cases.seconds) assert.equal(pyFixed(c.value, 1), c.text, JSON.stringify(c));
+  for (const c of cases.plural) assert.equal(plural(c.count, c.noun), c.text, JSON.stringify(c));
 });
