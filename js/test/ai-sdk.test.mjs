@@ -301,6 +301,24 @@ test("outside a run a budgeted model is not braked, and its calls pass through",
   assert.equal(await modelRequests().then((r) => r.length), 1);
 });
 
+test("a run whose tools are gated but whose model is not budgeted warns when it ends", async () => {
+  await llm.script(toolTurn("open_portal", { page: 1 }), { text: "done", input_tokens: 10, output_tokens: 1 });
+  const warnings = [];
+  const listen = (w) => warnings.push(w);
+  process.on("warning", listen);
+  try {
+    const { outcome } = await run("unwrapped", { budget: { maxSteps: 1 } }, () => generateText({
+      model: openai.chat("gpt-4o"), tools: portalTools([]), stopWhen: stepCountIs(5), maxRetries: 0, prompt: "go" }));
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(outcome.stopReason, "done"); // not braked: maxSteps 1, and both calls were sent
+    assert.equal(await modelRequests().then((r) => r.length), 2);
+    assert.ok(warnings.some((w) => w.code === "OTEL_BUDGET_UNBUDGETED_MODEL" && /budgeted\(model\)/.test(w.message)),
+      warnings.map(String).join("; "));
+  } finally {
+    process.off("warning", listen);
+  }
+});
+
 test("budgeted() and budgetedTools() name what they need on bad input", () => {
   assert.throws(() => budgeted("openai/gpt-4o"), /budgeted\(model\): give a language model object.*model id string/);
   assert.throws(() => budgetedTools(null), /budgetedTools\(tools\)/);

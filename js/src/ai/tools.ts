@@ -5,6 +5,7 @@
  * by the budgeted model, which answers with the wrap-up.
  */
 import { currentNode } from "../core/run.js";
+import type { Amounts } from "../core/ledger.js";
 import { admitTool, noteToolResult, settleTool } from "../core/watch.js";
 import { BudgetExceeded } from "../model/outcome.js";
 import { endTool, spanContext, startTool } from "../telemetry/recorder.js";
@@ -13,34 +14,47 @@ import { endTool, spanContext, startTool } from "../telemetry/recorder.js";
 type Execute = (input: any, options?: any) => any;
 
 function gate(name: string, execute: Execute): Execute {
-  return async function budgetedExecute(this: unknown, input: any, options?: any): Promise<any> {
+  return function budgetedExecute(this: unknown, input: any, options?: any): any {
     const node = currentNode();
     if (node === undefined) return execute.call(this, input, options);
-    let reserved;
+    let reserved: Amounts;
     try {
       reserved = admitTool(node, name, input);
     } catch (exc) {
-      if (exc instanceof BudgetExceeded) return `Not run (otel-budget, ${exc.reason}): ${exc.message}`;
+      if (exc instanceof BudgetExceeded) return Promise.resolve(`Not run (otel-budget, ${exc.reason}): ${exc.message}`);
       throw exc;
     }
     const callId = typeof options?.toolCallId === "string" ? options.toolCallId : null;
     const span = startTool(name, callId, input, spanContext(node.span));
-    let result: any;
-    try {
-      result = await execute.call(this, input, options);
-    } catch (exc) {
+    const ran = (result: unknown): unknown => {
+      settleTool(node, name, reserved);
+      try {
+        noteToolResult(node, name, callId, result);
+      } catch {
+        // our bug must not break the agent
+      }
+      endTool(span, result, undefined, null);
+      return result;
+    };
+    const failed = (exc: unknown): never => {
       settleTool(node, name, reserved);
       endTool(span, undefined, exc, null);
       throw exc;
-    }
-    settleTool(node, name, reserved);
+    };
+    let result: any;
     try {
-      noteToolResult(node, name, callId, result);
-    } catch {
-      // our bug must not break the agent
+      result = execute.call(this, input, options);
+    } catch (exc) {
+      return failed(exc);
     }
-    endTool(span, result, undefined, null);
-    return result;
+    if (result !== null && typeof result === "object" && Symbol.asyncIterator in result) {
+      // a streaming tool (preliminary results): counted when it starts, its results are not read
+      settleTool(node, name, reserved);
+      endTool(span, undefined, undefined, null);
+      return result;
+    }
+    if (result !== null && typeof result?.then === "function") return result.then(ran, failed);
+    return ran(result);
   };
 }
 
