@@ -5,7 +5,7 @@
  * translate, the core decides.
  */
 import * as ai from "ai";
-import { type Admission, admitWaiting, release, settleCall } from "../core/admission.js";
+import { type Admission, admitWaiting, settleCall } from "../core/admission.js";
 import { getSettings } from "../core/config.js";
 import type { RunNode } from "../core/node.js";
 import { currentNode, usageKey } from "../core/run.js";
@@ -93,7 +93,7 @@ async function begin(node: RunNode, model: Model, params: Params):
   return { adm, call, chars, params: callParams };
 }
 
-function finish(node: RunNode, adm: Admission, call: CallRecord, chars: number, usage: Usage4 | null): void {
+function finish(adm: Admission, call: CallRecord, chars: number, usage: Usage4 | null): void {
   const u = usage ?? { input: adm.inputEstimate, output: 0, cacheRead: 0, cacheWrite: 0, reasoning: 0 };
   call.usage = u;
   call.costUsd = cost(call.provider, call.model, u);
@@ -121,7 +121,7 @@ async function wrapGenerate({ doGenerate, params, model }: { doGenerate: () => P
       ? await model.doGenerate(deadline !== null ? { ...started.params, abortSignal: deadline.signal } : started.params)
       : await doGenerate();
   } catch (exc) {
-    finish(node, adm, call, chars, null);
+    finish(adm, call, chars, null);
     call.error = exc;
     endCall(call, span);
     if (deadline?.expired()) {
@@ -133,7 +133,7 @@ async function wrapGenerate({ doGenerate, params, model }: { doGenerate: () => P
   } finally {
     deadline?.clear();
   }
-  finish(node, adm, call, chars, readUsage(result?.usage));
+  finish(adm, call, chars, readUsage(result?.usage));
   const toolCalls = (Array.isArray(result?.content) ? result.content : [])
     .filter((p: any) => p?.type === "tool-call" && !p.providerExecuted);
   call.responseModel = result?.response?.modelId;
@@ -224,7 +224,7 @@ async function wrapStream({ doStream, params, model }: { doStream: () => Promise
       : await doStream();
   } catch (exc) {
     deadline?.clear();
-    finish(node, adm, call, chars, null);
+    finish(adm, call, chars, null);
     call.error = exc;
     endCall(call, span);
     if (deadline?.expired()) {
@@ -246,7 +246,7 @@ async function wrapStream({ doStream, params, model }: { doStream: () => Promise
       usage = { input: adm.inputEstimate, output: Math.ceil(outputChars / 4), cacheRead: 0, cacheWrite: 0,
         reasoning: 0 };
     }
-    finish(node, adm, call, chars, usage);
+    finish(adm, call, chars, usage);
     call.toolCalls = toolCalls;
     if (error !== undefined) call.error = error;
     endCall(call, span);
@@ -338,4 +338,4 @@ export function budgeted<M>(model: M): M {
   return (ai.wrapLanguageModel as any)({ model, middleware: budgetMiddleware }) as M;
 }
 
-export { release, spanContext };
+
