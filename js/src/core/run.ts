@@ -1,0 +1,156 @@
+/**
+ * `run(name, { budget }, fn)`: a run of the tree on AsyncLocalStorage (core/run.py). Nested runs are children
+ * that draw from their ancestors' budgets too; a refused call ends the run gracefully with its outcome.
+ */
+import { AsyncLocalStorage } from "node:async_hooks";
+import { context } from "@opentelemetry/api";
+import { Budget, type BudgetOptions, StopReason, type Usage } from "../model/budget.js";
+import { BudgetExceeded, type RunOutcome } from "../model/outcome.js";
+import { endRun, spanContext, startRun } from "../telemetry/recorder.js";
+import { RunNode } from "./node.js";
+import { templateWrapUp } from "./wrapup.js";
+
+const storage = new AsyncLocalStorage<RunNode>();
+
+/** The run the calling code is in (undefined outside any run). */
+export function currentNode(): RunNode | undefined {
+  return storage.getStore();
+}
+
+/** What `run()` hands to its function: the run's live state. */
+export interface Run {
+  readonly name: string;
+  readonly budget: Budget;
+  readonly depth: number;
+  /** What the run tree below this run used so far. */
+  usage(): Usage;
+  /** Whether one more minimal model call fits (records the stop when it does not). */
+  allows(): boolean;
+  /** Confirm the work is done (for `confirmDone`), with optional evidence. */
+  complete(evidence?: unknown): void;
+}
+
+export interface RunOptions {
+  /** The run's limits: a Budget or its options. A nested run without one is bounded by its ancestors only. */
+  budget?: Budget | BudgetOptions;
+}
+
+/** The function's return value (undefined when a limit stopped the run) and how the run ended. */
+export interface RunResult<T> {
+  result: T | undefined;
+  outcome: RunOutcome;
+}
+
+function errorText(exc: unknown): string {
+  if (exc instanceof Error) return `${exc.name}: ${exc.message}`;
+  try {
+    return `Error: ${String(exc)}`;
+  } catch {
+    return "Error: <unprintable>";
+  }
+}
+
+/**
+ * Run `fn` as the run `name` with `budget`. A call a limit refuses ends the run gracefully: the model answers
+ * with the wrap-up (budgeted models), and `outcome.stopReason` says why. Any other error is rethrown after the
+ * run is closed, with the outcome attached as `error.outcome`.
+ */
+export async function run<T>(name: string, options: RunOptions | Budget | undefined,
+  fn: (run: Run) => Promise<T> | T): Promise<RunResult<T>> {
+  if (typeof name !== "string" || name === "") {
+    throw new TypeError(`run(name, ...): give the run a non-empty name, e.g. run("invoice-agent", { budget }, fn)`);
+  }
+  if (typeof fn !== "function") {
+    throw new TypeError(`run("${name}", options, fn): fn must be a function, e.g. async (run) => generateText(...)`);
+  }
+  const given = options instanceof Budget ? options : options?.budget;
+  const budget = given instanceof Budget ? given : new Budget(given ?? {});
+  const parent = storage.getStore() ?? null;
+  const node = new RunNode(name, budget, parent);
+  const span = startRun(node);
+  const handle: Run = {
+    name, budget, depth: node.depth,
+    usage: () => node.usage(),
+    allows: () => node.allows(),
+    complete: (evidence?: unknown) => {
+      node.completion = [true, evidence ?? null];
+    },
+  };
+  let result: T | undefined;
+  let error: unknown;
+  let failed = false;
+  try {
+    result = await storage.run(node, () => context.with(spanContext(span), () => fn(handle)));
+  } catch (exc) {
+    failed = true;
+    error = exc;
+  }
+  const ours = failed && error instanceof BudgetExceeded && error.runPath.has(node.id);
+  const outcome = close(node, failed ? error : undefined, failed, ours);
+  endRun(node, span);
+  warnUnbudgeted(node);
+  if (failed && !ours) {
+    if (error !== null && typeof error === "object") {
+      try {
+        (error as { outcome?: RunOutcome }).outcome = outcome;
+      } catch {
+        // a frozen error keeps its shape
+      }
+    }
+    throw error;
+  }
+  return { result, outcome };
+}
+
+function reasonFor(node: RunNode, exc: unknown, failed: boolean, ours: boolean): StopReason {
+  if (ours) return (exc as BudgetExceeded).reason;
+  if (failed) {
+    const name = (exc as Error | undefined)?.name;
+    if (name === "AbortError") return StopReason.CANCELLED;
+    return StopReason.ERROR;
+  }
+  if (node.stopState !== null) return node.stopState[0];
+  if (node.budget.confirmDone && node.completion === null) {
+    node.stopState = [StopReason.INCOMPLETE, null, "the run ended without run.complete() (confirm_done=True): the "
+      + "model stopped, but the code did not confirm the work is done."];
+    return StopReason.INCOMPLETE;
+  }
+  return StopReason.DONE;
+}
+
+function close(node: RunNode, exc: unknown, failed: boolean, ours: boolean): RunOutcome {
+  for (const abandon of [...node.openCalls]) abandon();
+  const reason = reasonFor(node, exc, failed, ours);
+  node.closed = true;
+  let limit: RunOutcome["limit"] = null;
+  let detail = "";
+  if (node.stopState !== null && node.stopState[0] === reason) {
+    [, limit, detail] = node.stopState;
+  } else if (exc instanceof BudgetExceeded) {
+    limit = exc.limit;
+    detail = exc.message;
+  } else if (failed && reason === StopReason.ERROR) {
+    detail = errorText(exc);
+  } else if (reason === StopReason.CANCELLED) {
+    detail = "the run was cancelled.";
+  }
+  const outcome = node.snapshot(reason, limit, detail);
+  const refused = node.refused;
+  // the text a refused call answered with is the run's wrap-up when nothing was used since
+  outcome.wrapUp = refused !== null && refused.reason === reason && refused.key === usageKey(outcome.usage)
+    ? refused.text : templateWrapUp(node, outcome);
+  node.outcome = outcome;
+  return outcome;
+}
+
+/** Usage without the clock: equal keys, equal state for the wrap-up. */
+export function usageKey(u: Usage): string {
+  return JSON.stringify({ ...u, seconds: 0 });
+}
+
+function warnUnbudgeted(node: RunNode): void {
+  if (node.parent !== null || node.budgetedCalls > 0 || node.toolsExecuted.size === 0) return;
+  process.emitWarning(`otel-budget: the run '${node.name}' ran tools through budgetedTools but made no model call `
+    + "through a budgeted model, so its model calls were not braked: wrap the model with budgeted(model).",
+  { code: "OTEL_BUDGET_UNBUDGETED_MODEL" });
+}

@@ -1,0 +1,102 @@
+/**
+ * What a run watches between calls (core/watch.py): the tools the model asked for, repeated calls and cycles,
+ * unchanged results (stalls), and the admission of a tool execution.
+ */
+import { StopReason } from "../model/budget.js";
+import { canonicalArguments } from "../model/signatures.js";
+import { type Amounts, headroom, reserve, settle } from "./ledger.js";
+import type { RunNode } from "./node.js";
+import { findCycle } from "./progress.js";
+
+/** A tool call the model asked for: name, arguments (JSON text or value), call id. */
+export type ToolRequest = [name: string, args: unknown, callId?: string | null];
+
+function cycle(node: RunNode, history: [string, string][]): [string[], number] | null {
+  if (node.budget.maxRepeats === null && Object.keys(node.budget.polls).length === 0) return null;
+  return findCycle(history, { "": node.budget.maxRepeats ?? 2 ** 30, ...node.budget.polls });
+}
+
+function checkCycle(node: RunNode, history: [string, string][], who: string, then: string): void {
+  if (node.stopState !== null) return;
+  const found = cycle(node, history.slice(-64));
+  if (found !== null) {
+    const [tools, cap] = found;
+    node.stopState = [StopReason.REPEAT, "max_repeats", `${who} the cycle ${tools.join(" -> ")} (the same actions `
+      + `with the same arguments) ${cap} times in a row (${node.allowance(tools, "max_repeats", cap)}); ${then}.`];
+  }
+}
+
+/** The model asked for these tools: count them, watch for repetition (a stop refuses the next call). */
+export function recordToolRequests(node: RunNode, calls: ToolRequest[]): void {
+  if (calls.length === 0) return;
+  settle(node.accounts, {}, { tool_calls: calls.length });
+  for (const n of node.chain) for (const [name] of calls) n.toolsRequested.add(name);
+  for (const [name, args, callId] of calls) {
+    node.pendingTools.add(name);
+    const key = `${name}\u0000${canonicalArguments(args)}`;
+    node.requestStreak = key === node.lastRequest ? node.requestStreak + 1 : 1;
+    node.lastRequest = key;
+    const limit = node.repeatLimit(name);
+    node.progress.requested(name, callId ?? null);
+    node.progress.requests.push([name, key]);
+    checkCycle(node, node.progress.requests.items, "the model requested", "the next model call was not sent");
+    if (limit !== null && node.requestStreak >= limit && node.stopState === null) {
+      node.stopState = [StopReason.REPEAT, "max_repeats", `the model requested ${name} with the same arguments `
+        + `${node.requestStreak} times in a row (${node.allowance([name], "max_repeats", limit)}); the next model `
+        + "call was not sent."];
+    }
+  }
+  if (headroom(node.accounts, "tool_calls") < 0) {
+    node.stop(StopReason.TOOL_CALLS, "max_tool_calls", "the model requested more tool calls than max_tool_calls "
+      + "allows; the next call was not sent.", node.exhausted("tool_calls"));
+  }
+}
+
+/** Check a tool execution before it runs (throws BudgetExceeded); returns what it reserved. */
+export function admitTool(node: RunNode, name: string, args: unknown): Amounts {
+  const what = `the tool ${name}`;
+  node.checkGates(what);
+  const key = `${name}\u0000${canonicalArguments(args)}`;
+  const streak = key === node.lastExec ? node.execStreak + 1 : 1;
+  const limit = node.repeatLimit(name);
+  const found = cycle(node, [...node.progress.executions.tail(64), [name, key]]);
+  if (found !== null) {
+    const [tools, cap] = found;
+    throw node.stop(StopReason.REPEAT, "max_repeats", `${what} was not run: it would complete the cycle `
+      + `${tools.join(" -> ")} (the same actions with the same arguments) ${cap} times in a row `
+      + `(${node.allowance(tools, "max_repeats", cap)}).`);
+  }
+  if (limit !== null && streak >= limit) {
+    throw node.stop(StopReason.REPEAT, "max_repeats", `${what} was not run: it would run with the same arguments `
+      + `${streak} times in a row (${node.allowance([name], "max_repeats", limit)}).`);
+  }
+  const amounts: Amounts = {};
+  if ((node.pendingTools.get(name) ?? 0) > 0) node.pendingTools.add(name, -1);
+  else amounts.tool_calls = 1;
+  if (Object.keys(amounts).length > 0) {
+    const refusal = reserve(node.accounts, amounts);
+    if (refusal !== null) throw node.refusalError(refusal, what);
+  }
+  node.execStreak = streak;
+  node.lastExec = key;
+  node.progress.executions.push([name, key]);
+  return amounts;
+}
+
+/** A tool admitted by `admitTool` ran (or failed): count it. */
+export function settleTool(node: RunNode, name: string, reserved: Amounts): void {
+  settle(node.accounts, reserved, reserved);
+  for (const n of node.chain) n.toolsExecuted.add(name);
+}
+
+/** A tool executed here returned `result`: the same result maxStalls times in a row records `stalled`. */
+export function noteToolResult(node: RunNode, name: string, callId: string | null, result: unknown): void {
+  const counted = node.progress.result(name, callId, result);
+  if (counted === null) return;
+  const [tool, streak] = counted;
+  const limit = node.stallLimit(tool);
+  if (limit !== null && streak >= limit && node.stopState === null) {
+    node.stopState = [StopReason.STALLED, "max_stalls", `${tool} returned the same result ${streak} times in a row, `
+      + `whatever its arguments (${node.allowance([tool], "max_stalls", limit)}); the next call was not sent.`];
+  }
+}

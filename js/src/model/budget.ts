@@ -1,0 +1,336 @@
+/** Budget and its limits, stop reasons, prices and usage: the data a run is given and counts (model/budget.py). */
+import { pyFixed, pyInt, pyRound } from "./format.js";
+
+/** Why a run ended. `done` is the only reason that means the work is complete. Same strings as Python. */
+export const StopReason = {
+  DONE: "done",
+  STEPS: "steps",
+  TOOL_CALLS: "tool_calls",
+  TIME: "time",
+  TOKENS: "tokens",
+  COST: "cost",
+  REPEAT: "repeat",
+  DEPTH: "depth",
+  ERROR: "error",
+  CANCELLED: "cancelled",
+  AWAITING_APPROVAL: "awaiting_approval",
+  DENIED: "denied",
+  STALLED: "stalled",
+  INCOMPLETE: "incomplete",
+} as const;
+export type StopReason = (typeof StopReason)[keyof typeof StopReason];
+
+/** A limit as the contract names it (the Python Budget field), e.g. `max_usd`: in outcomes, spans and wrap-ups. */
+export type LimitName =
+  | "max_steps" | "max_tool_calls" | "max_seconds" | "max_input_tokens" | "max_output_tokens" | "max_total_tokens"
+  | "max_usd";
+
+/** Budget limit -> [ledger dimension, stop reason, unit for messages, TypeScript field]. */
+export const LIMITS: Record<LimitName, readonly [string, StopReason, string, keyof BudgetLimits]> = {
+  max_steps: ["steps", StopReason.STEPS, "model calls", "maxSteps"],
+  max_tool_calls: ["tool_calls", StopReason.TOOL_CALLS, "tool calls", "maxToolCalls"],
+  max_seconds: ["seconds", StopReason.TIME, "seconds", "maxSeconds"],
+  max_input_tokens: ["input_tokens", StopReason.TOKENS, "input tokens", "maxInputTokens"],
+  max_output_tokens: ["output_tokens", StopReason.TOKENS, "output tokens", "maxOutputTokens"],
+  max_total_tokens: ["total_tokens", StopReason.TOKENS, "tokens", "maxTotalTokens"],
+  max_usd: ["usd", StopReason.COST, "USD", "maxUsd"],
+};
+
+export function isLimitName(value: unknown): value is LimitName {
+  return typeof value === "string" && Object.prototype.hasOwnProperty.call(LIMITS, value);
+}
+
+interface BudgetLimits {
+  maxSteps: number | null;
+  maxToolCalls: number | null;
+  maxSeconds: number | null;
+  maxInputTokens: number | null;
+  maxOutputTokens: number | null;
+  maxTotalTokens: number | null;
+  maxUsd: number | null;
+}
+
+/** What `new Budget({...})` takes. Every limit is optional; `null`, `undefined` or `Infinity` mean unlimited. */
+export interface BudgetOptions {
+  /** Model calls in the run tree (each call, retries included, is one step). */
+  maxSteps?: number | null;
+  /** Tool calls requested by the model or executed through `budgetedTools`. */
+  maxToolCalls?: number | null;
+  /** Wall-clock seconds since the run started. */
+  maxSeconds?: number | null;
+  /** Input tokens, cached tokens included, summed over the run tree. */
+  maxInputTokens?: number | null;
+  /** Output tokens, reasoning tokens included, summed over the run tree. */
+  maxOutputTokens?: number | null;
+  /** Input plus output tokens, summed over the run tree. */
+  maxTotalTokens?: number | null;
+  /** Money in US dollars, priced from the usage the API reports. */
+  maxUsd?: number | null;
+  /** The same tool with the same canonical arguments this many times in a row stops the run (default 3). */
+  maxRepeats?: number | null;
+  /** The same tool returning the same result this many times in a row stops the run: `stalled` (default 3). */
+  maxStalls?: number | null;
+  /** Nesting depth of runs: the top run has depth 1. */
+  maxDepth?: number | null;
+  /** Utilization (used / limit) at which a run counts as near its cap (default 0.8; 0 < near <= 1). */
+  near?: number;
+  /** Tools that legitimately repeat (polling): tool name -> identical calls in a row allowed. */
+  polls?: Record<string, number> | null;
+  /** A run ends `done` only after `run.complete()`; otherwise `incomplete`. */
+  confirmDone?: boolean;
+  /** Reserve one input token per character of the request, so money and token caps are never exceeded. */
+  strict?: boolean;
+  /** Set the request's output limit to what the budget leaves when the caller set none (default true). */
+  autoMaxTokens?: boolean;
+}
+
+const INT_FIELDS = ["maxSteps", "maxToolCalls", "maxInputTokens", "maxOutputTokens", "maxTotalTokens", "maxRepeats",
+  "maxStalls", "maxDepth"] as const;
+const FLOAT_FIELDS = ["maxSeconds", "maxUsd"] as const;
+const BOOL_FIELDS = ["confirmDone", "strict", "autoMaxTokens"] as const;
+const KNOWN = new Set<string>([...INT_FIELDS, ...FLOAT_FIELDS, ...BOOL_FIELDS, "near", "polls"]);
+/** Python fields the TypeScript package does not have yet: named in the error so nobody thinks they apply. */
+const LATER: Record<string, string> = {
+  onLimit: "pausing at a limit", scope: "shared (fleet) scopes", approve: "approvals", wrapUp: "model-written wrap-ups",
+};
+
+/** The Python spelling of a TypeScript field, as the contract (and Python's errors) name it: maxUsd -> max_usd. */
+export function snakeCase(field: string): string {
+  return field.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+}
+
+/** Invalid Budget or price input: the message names the field and what to give instead. */
+export class BudgetValidationError extends TypeError {
+  readonly field: string;
+  constructor(field: string, message: string) {
+    super(message);
+    this.name = "BudgetValidationError";
+    this.field = field;
+  }
+}
+
+function show(value: unknown): string {
+  if (typeof value === "string") return JSON.stringify(value);
+  if (typeof value === "number" || typeof value === "boolean" || value === null || value === undefined) {
+    return String(value);
+  }
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return Object.prototype.toString.call(value);
+  }
+}
+
+function limitValue(field: string, value: unknown, integer: boolean): number | null {
+  if (value === undefined || value === null) return null;
+  if (typeof value === "boolean") {
+    throw new BudgetValidationError(field, `Budget ${field}=${value}: a bool is not a limit; give a positive number, `
+      + "or null for unlimited");
+  }
+  if (typeof value !== "number") {
+    throw new BudgetValidationError(field, `Budget ${field}=${show(value)} is not a number; give a positive `
+      + `${integer ? "whole number" : "number"}, or null for unlimited`);
+  }
+  if (value === Infinity) return null;
+  if (Number.isNaN(value) || !Number.isFinite(value)) {
+    throw new BudgetValidationError(field, `Budget ${field}=${value} is not a limit; give a finite positive number, `
+      + "or null (or Infinity) for unlimited");
+  }
+  if (integer && !Number.isInteger(value)) {
+    throw new BudgetValidationError(field, `Budget ${field}=${value} is not a whole number; give a whole number >= 1, `
+      + "or null for unlimited");
+  }
+  if (value <= 0) {
+    throw new BudgetValidationError(field, `Budget ${field}=${value} must be greater than 0; give a positive `
+      + `${integer ? "whole number" : "number"}, or null for unlimited`);
+  }
+  return value;
+}
+
+/**
+ * The limits of one run tree (Python's `Budget`, camelCase). All limits are checked BEFORE each model or tool
+ * call; a call that does not fit is not sent. Invalid values throw a `BudgetValidationError` naming the field.
+ */
+export class Budget implements BudgetLimits {
+  readonly maxSteps: number | null;
+  readonly maxToolCalls: number | null;
+  readonly maxSeconds: number | null;
+  readonly maxInputTokens: number | null;
+  readonly maxOutputTokens: number | null;
+  readonly maxTotalTokens: number | null;
+  readonly maxUsd: number | null;
+  readonly maxRepeats: number | null;
+  readonly maxStalls: number | null;
+  readonly maxDepth: number | null;
+  readonly near: number;
+  readonly polls: Readonly<Record<string, number>>;
+  readonly confirmDone: boolean;
+  readonly strict: boolean;
+  readonly autoMaxTokens: boolean;
+
+  constructor(options: BudgetOptions = {}) {
+    if (options === null || typeof options !== "object" || Array.isArray(options)) {
+      throw new BudgetValidationError("options", `Budget(${show(options)}): give an object of limits, `
+        + "e.g. new Budget({ maxSteps: 25, maxUsd: 0.8 })");
+    }
+    const given = options as Record<string, unknown>;
+    for (const key of Object.keys(given)) {
+      if (KNOWN.has(key)) continue;
+      const later = LATER[key];
+      throw new BudgetValidationError(key, later
+        ? `Budget ${key}: ${later} is not in the TypeScript package yet; remove ${key}`
+        : `Budget has no field ${key}; the fields are ${[...KNOWN].join(", ")}`);
+    }
+    const ints: Record<string, number | null> = {};
+    for (const field of INT_FIELDS) ints[field] = limitValue(field, given[field], true);
+    this.maxSteps = ints.maxSteps;
+    this.maxToolCalls = ints.maxToolCalls;
+    this.maxInputTokens = ints.maxInputTokens;
+    this.maxOutputTokens = ints.maxOutputTokens;
+    this.maxTotalTokens = ints.maxTotalTokens;
+    this.maxRepeats = given.maxRepeats === undefined ? 3 : ints.maxRepeats;
+    this.maxStalls = given.maxStalls === undefined ? 3 : ints.maxStalls;
+    this.maxDepth = ints.maxDepth;
+    this.maxSeconds = limitValue("maxSeconds", given.maxSeconds, false);
+    this.maxUsd = limitValue("maxUsd", given.maxUsd, false);
+    this.near = checkNear(given.near);
+    this.polls = Object.freeze(checkPolls(given.polls));
+    for (const field of BOOL_FIELDS) {
+      const value = given[field];
+      if (value !== undefined && typeof value !== "boolean") {
+        throw new BudgetValidationError(field, `Budget ${field}=${show(value)}: give true or false`);
+      }
+    }
+    this.confirmDone = given.confirmDone === true;
+    this.strict = given.strict === true;
+    this.autoMaxTokens = given.autoMaxTokens !== false;
+    const total = this.maxTotalTokens;
+    if (total !== null) {
+      for (const field of ["maxInputTokens", "maxOutputTokens"] as const) {
+        const part = this[field];
+        if (part !== null && part > total) {
+          throw new BudgetValidationError(field, `Budget ${field}=${part} is larger than maxTotalTokens=${total}; `
+            + "lower it or raise maxTotalTokens");
+        }
+      }
+    }
+    Object.freeze(this);
+  }
+
+  /** The ledger dimensions this budget limits, with their limits (time is the clock's, not the ledger's). */
+  limits(): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const [, [dim, , , field]] of Object.entries(LIMITS)) {
+      const value = this[field];
+      if (value !== null && dim !== "seconds") out[dim] = value;
+    }
+    return out;
+  }
+
+  /** The value of a limit by its contract name (`max_usd`). */
+  limit(name: LimitName): number | null {
+    return this[LIMITS[name][3]];
+  }
+}
+
+function checkNear(value: unknown): number {
+  if (value === undefined) return 0.8;
+  if (typeof value !== "number" || Number.isNaN(value) || value <= 0 || value > 1) {
+    throw new BudgetValidationError("near", `Budget near=${show(value)}: give the utilization at which a run counts `
+      + "as near its cap, a number with 0 < near <= 1 (default 0.8)");
+  }
+  return value;
+}
+
+function checkPolls(value: unknown): Record<string, number> {
+  if (value === undefined || value === null) return {};
+  if (typeof value !== "object" || Array.isArray(value)) {
+    throw new BudgetValidationError("polls", `Budget polls=${show(value)}: give an object of tool name -> how many `
+      + "identical calls in a row are allowed, e.g. polls: { wait_for_ci: 20 }");
+  }
+  const out: Record<string, number> = {};
+  for (const [tool, limit] of Object.entries(value as Record<string, unknown>)) {
+    if (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1) {
+      throw new BudgetValidationError("polls", `Budget polls[${JSON.stringify(tool)}]=${show(limit)}: give a whole `
+        + "number >= 1 of identical calls in a row, e.g. polls: { wait_for_ci: 20 }");
+    }
+    out[tool] = limit;
+  }
+  return out;
+}
+
+/** A cost in US dollars, or a BudgetValidationError naming `what` (NaN, infinite, negative: no cost). */
+export function checkCost(value: unknown, what: string): number {
+  if (typeof value !== "number") {
+    throw new BudgetValidationError(what, `${what}=${show(value)} is not a number of US dollars; give a finite `
+      + "amount >= 0, e.g. 0.002");
+  }
+  if (!Number.isFinite(value) || value < 0) {
+    throw new BudgetValidationError(what, `${what}=${value} is not a cost: give a finite amount of US dollars >= 0 `
+      + "(e.g. 0.002); a NaN, infinite or negative cost would switch the money cap off");
+  }
+  return value;
+}
+
+/** Prices of one model in US dollars per million tokens (cache prices default to the input price). */
+export interface Price {
+  inputPerMtok: number;
+  outputPerMtok: number;
+  cacheReadPerMtok?: number | null;
+  cacheWritePerMtok?: number | null;
+}
+
+export function checkPrice(price: unknown, what: string): Price {
+  if (price === null || typeof price !== "object") {
+    throw new BudgetValidationError(what, `${what}=${show(price)}: give { inputPerMtok, outputPerMtok } in US dollars `
+      + "per million tokens");
+  }
+  const p = price as Record<string, unknown>;
+  const out: Price = {
+    inputPerMtok: checkCost(p.inputPerMtok, `${what}.inputPerMtok`),
+    outputPerMtok: checkCost(p.outputPerMtok, `${what}.outputPerMtok`),
+  };
+  if (p.cacheReadPerMtok != null) out.cacheReadPerMtok = checkCost(p.cacheReadPerMtok, `${what}.cacheReadPerMtok`);
+  if (p.cacheWritePerMtok != null) out.cacheWritePerMtok = checkCost(p.cacheWritePerMtok, `${what}.cacheWritePerMtok`);
+  return out;
+}
+
+/** Cost of a call (Price.cost in Python, the same arithmetic in the same order); input includes cached tokens. */
+export function priceCost(price: Price, input: number, output: number, cacheRead = 0, cacheWrite = 0): number {
+  const fresh = Math.max(0, input - cacheRead - cacheWrite);
+  const read = price.cacheReadPerMtok ?? price.inputPerMtok;
+  const write = price.cacheWritePerMtok ?? price.inputPerMtok;
+  return (fresh * price.inputPerMtok + cacheRead * read + cacheWrite * write + output * price.outputPerMtok) / 1e6;
+}
+
+/** What a run tree consumed (Python's Usage, camelCase). */
+export interface Usage {
+  modelCalls: number;
+  toolCalls: number;
+  /** Includes cached tokens. */
+  inputTokens: number;
+  /** Includes reasoning tokens. */
+  outputTokens: number;
+  cacheReadTokens: number;
+  cacheWriteTokens: number;
+  reasoningTokens: number;
+  costUsd: number;
+  seconds: number;
+  unpricedCalls: number;
+}
+
+/** `1 model call`, `2 model calls`, with thousands separators. */
+export function plural(count: number, noun: string): string {
+  return `${pyInt(count)} ${noun}${count === 1 ? "" : "s"}`;
+}
+
+/** Money with as many decimals as the cap (or the value) needs to show exactly, 2 to 6: $0.80, $0.005. */
+export function usd(value: number, cap: number | null = null): string {
+  const ref = cap !== null ? cap : value;
+  let digits = 2;
+  for (; digits < 7; digits++) {
+    if (Math.abs(pyRound(ref, digits) - ref) < 1e-12) break;
+  }
+  if (digits === 7) digits = 6;
+  return `$${pyFixed(value, digits, true)}`;
+}

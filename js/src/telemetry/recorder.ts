@@ -1,0 +1,206 @@
+/**
+ * Spans with the names and attributes of Python's telemetry/recorder.py: `invoke_agent {run}` per run,
+ * `chat {model}` per model request, `execute_tool {tool}` per tool execution. Telemetry never breaks the agent:
+ * every failure here is swallowed. No content (prompts, completions, arguments, results) is recorded.
+ */
+import { type Attributes, type Context, type Span, SpanKind, SpanStatusCode, type Tracer, context, trace } from "@opentelemetry/api";
+import { StopReason } from "../model/budget.js";
+import { pyRound } from "../model/format.js";
+import { argumentsSignature, resultSignature } from "../model/signatures.js";
+import type { RunOutcome } from "../model/outcome.js";
+import * as sc from "./semconv.js";
+
+/** What the recorder reads of a run (core's RunNode): telemetry sits below the core and knows only this. */
+export interface RunView {
+  readonly name: string;
+  readonly depth: number;
+  readonly parent: RunView | null;
+  span: Span | null;
+  traceId: string | null;
+  spanId: string | null;
+  readonly outcome: RunOutcome | null;
+  spanLimits(): Record<string, number>;
+  utilizationMax(): number;
+}
+
+type TracerSource = { getTracer(name: string, version?: string): Tracer };
+export const VERSION = "0.1.0";
+let tracerSource: TracerSource | null = null;
+let cachedTracer: Tracer | null = null;
+
+/** The tracer provider to use (`instrument({ tracerProvider })`); null: @opentelemetry/api's global one. */
+export function setTracerProvider(provider: TracerSource | null): void {
+  tracerSource = provider;
+  cachedTracer = null;
+}
+
+function tracer(): Tracer {
+  // the global tracer is looked up on use, so a provider registered after instrument() still gets the spans
+  if (tracerSource === null) return trace.getTracer(sc.TRACER_NAME, VERSION);
+  return (cachedTracer ??= tracerSource.getTracer(sc.TRACER_NAME, VERSION));
+}
+
+function safe<T>(fn: () => T, fallback: T): T {
+  try {
+    return fn();
+  } catch {
+    return fallback;
+  }
+}
+
+export function startRun(node: RunView): Span | null {
+  return safe(() => {
+    const attrs: Attributes = {
+      [sc.GEN_AI_OPERATION_NAME]: sc.OP_INVOKE_AGENT,
+      [sc.GEN_AI_AGENT_NAME]: node.name,
+      [sc.OI_SPAN_KIND]: sc.OI_KIND_AGENT,
+      [sc.RUN_DEPTH]: node.depth,
+    };
+    for (const [dim, limit] of Object.entries(node.spanLimits())) attrs[sc.LIMIT_PREFIX + dim] = limit;
+    const parent = node.parent !== null ? spanContext(node.parent.span) : context.active();
+    const span = tracer().startSpan(`${sc.OP_INVOKE_AGENT} ${node.name}`,
+      { kind: SpanKind.INTERNAL, attributes: attrs }, parent);
+    node.span = span;
+    const ctx = span.spanContext();
+    if (trace.isSpanContextValid(ctx)) {
+      node.traceId = ctx.traceId;
+      node.spanId = ctx.spanId;
+    }
+    return span;
+  }, null);
+}
+
+export function spanContext(span: Span | null): Context {
+  return span !== null ? trace.setSpan(context.active(), span) : context.active();
+}
+
+export function endRun(node: RunView, span: Span | null): void {
+  const outcome = node.outcome;
+  if (span === null || outcome === null) return;
+  try {
+    const u = outcome.usage;
+    const used: Record<string, number> = {
+      steps: u.modelCalls, tool_calls: u.toolCalls, seconds: u.seconds, input_tokens: u.inputTokens,
+      output_tokens: u.outputTokens, total_tokens: u.inputTokens + u.outputTokens, usd: pyRound(u.costUsd, 10),
+    };
+    const attrs: Attributes = { [sc.STOP_REASON]: outcome.stopReason, [sc.UNPRICED_CALLS]: u.unpricedCalls };
+    for (const [dim, value] of Object.entries(used)) attrs[sc.USED_PREFIX + dim] = value;
+    attrs[sc.UTILIZATION] = node.utilizationMax();
+    if (outcome.limit) attrs[sc.STOP_LIMIT] = outcome.limit;
+    if (outcome.wrapUp) attrs[sc.WRAP_UP] = outcome.wrapUp;
+    span.setAttributes(attrs);
+    if (outcome.stopReason !== StopReason.DONE) {
+      const event: Attributes = { [sc.STOP_REASON]: outcome.stopReason, [sc.STOP_DETAIL]: outcome.detail };
+      if (outcome.limit) event[sc.STOP_LIMIT] = outcome.limit;
+      span.addEvent(sc.EVENT_STOP, event);
+    }
+    if (outcome.stopReason === StopReason.ERROR) {
+      span.setStatus({ code: SpanStatusCode.ERROR, message: outcome.detail || "error" });
+    }
+  } catch {
+    // telemetry never breaks the run
+  } finally {
+    safe(() => span.end(), undefined);
+  }
+}
+
+export interface CallRecord {
+  provider: string;
+  model: string;
+  maxOutputTokens: number | null;
+  turn: number;
+  responseModel?: string;
+  responseId?: string;
+  finishReasons?: string[];
+  usage?: { input: number; output: number; cacheRead: number; cacheWrite: number; reasoning: number };
+  costUsd: number | null;
+  toolCalls?: [string, unknown][];
+  error?: unknown;
+}
+
+export function startCall(call: CallRecord, parent: Context): Span | null {
+  return safe(() => {
+    const attrs: Attributes = {
+      [sc.GEN_AI_OPERATION_NAME]: sc.OP_CHAT,
+      [sc.GEN_AI_PROVIDER_NAME]: call.provider,
+      [sc.GEN_AI_REQUEST_MODEL]: call.model,
+      [sc.OI_SPAN_KIND]: sc.OI_KIND_LLM,
+      [sc.OI_LLM_PROVIDER]: call.provider,
+    };
+    if (call.maxOutputTokens !== null) attrs[sc.GEN_AI_REQUEST_MAX_TOKENS] = call.maxOutputTokens;
+    return tracer().startSpan(`${sc.OP_CHAT} ${call.model}`, { kind: SpanKind.CLIENT, attributes: attrs },
+      parent);
+  }, null);
+}
+
+export function endCall(call: CallRecord, span: Span | null): void {
+  if (span === null) return;
+  try {
+    const attrs: Attributes = {
+      [sc.OI_LLM_MODEL_NAME]: call.responseModel || call.model,
+      [sc.COST_SOURCE]: call.costUsd === null ? sc.COST_UNPRICED : sc.COST_PRICED,
+    };
+    if (call.turn) attrs[sc.TURN] = call.turn;
+    if (call.responseModel) attrs[sc.GEN_AI_RESPONSE_MODEL] = call.responseModel;
+    if (call.responseId) attrs[sc.GEN_AI_RESPONSE_ID] = call.responseId;
+    if (call.finishReasons) attrs[sc.GEN_AI_RESPONSE_FINISH_REASONS] = call.finishReasons;
+    const u = call.usage;
+    if (u !== undefined) {
+      attrs[sc.GEN_AI_USAGE_INPUT_TOKENS] = u.input;
+      attrs[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = u.output;
+      attrs[sc.OI_TOKEN_PROMPT] = u.input;
+      attrs[sc.OI_TOKEN_COMPLETION] = u.output;
+      attrs[sc.OI_TOKEN_TOTAL] = u.input + u.output;
+      if (u.cacheRead) attrs[sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = u.cacheRead;
+      if (u.cacheWrite) attrs[sc.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS] = u.cacheWrite;
+      if (u.reasoning) attrs[sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = u.reasoning;
+    }
+    if (call.costUsd !== null) attrs[sc.COST_USD] = attrs[sc.OI_COST_TOTAL] = pyRound(call.costUsd, 10);
+    if (call.toolCalls && call.toolCalls.length > 0) {
+      attrs[sc.ACTIONS] = call.toolCalls.map(([name, args]) => `${name}:${argumentsSignature(args)}`);
+    }
+    if (call.error !== undefined) {
+      attrs[sc.ERROR_TYPE] = (call.error as Error)?.name || "Error";
+      span.setStatus({ code: SpanStatusCode.ERROR, message: String((call.error as Error)?.message ?? call.error).slice(0, 500) });
+    }
+    span.setAttributes(attrs);
+  } catch {
+    // telemetry never breaks the agent
+  } finally {
+    safe(() => span.end(), undefined);
+  }
+}
+
+export function startTool(name: string, callId: string | null, args: unknown, parent: Context): Span | null {
+  return safe(() => {
+    const attrs: Attributes = {
+      [sc.GEN_AI_OPERATION_NAME]: sc.OP_EXECUTE_TOOL,
+      [sc.GEN_AI_TOOL_NAME]: name,
+      [sc.GEN_AI_TOOL_TYPE]: sc.TOOL_TYPE_FUNCTION,
+      [sc.OI_SPAN_KIND]: sc.OI_KIND_TOOL,
+      [sc.OI_TOOL_NAME]: name,
+      [sc.TOOL_ARGUMENTS_SIGNATURE]: argumentsSignature(args),
+    };
+    if (callId) attrs[sc.GEN_AI_TOOL_CALL_ID] = callId;
+    return tracer().startSpan(`${sc.OP_EXECUTE_TOOL} ${name}`, { kind: SpanKind.INTERNAL,
+      attributes: attrs }, parent);
+  }, null);
+}
+
+export function endTool(span: Span | null, result: unknown, error: unknown, refused: string | null): void {
+  if (span === null) return;
+  try {
+    if (error !== undefined) {
+      span.setAttribute(sc.ERROR_TYPE, (error as Error)?.name || "Error");
+      span.setStatus({ code: SpanStatusCode.ERROR });
+    } else if (refused !== null) {
+      span.setAttribute(sc.STOP_REASON, refused);
+    } else {
+      span.setAttribute(sc.TOOL_RESULT_SIGNATURE, resultSignature(result));
+    }
+  } catch {
+    // telemetry never breaks the agent
+  } finally {
+    safe(() => span.end(), undefined);
+  }
+}
