@@ -5,11 +5,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
 from .analysis.sources import Loaded
+from .analysis.untrusted import dumps
 
 #: Exit status when nothing could be read, and when `compare` finds a regression.
 EXIT_UNREADABLE = 2
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
             if code:
                 return code
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(dumps(result, indent=2))  # always JSON: the figures read are finite (analysis/untrusted.py)
     else:
         sys.stdout.write(text)
     return 0
@@ -147,7 +147,7 @@ def _demo(argv: list[str]) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from .analysis.compare import compare, format_compare
+    from .analysis.compare import compare, format_compare, incomplete
     from .analysis.sources import read_file
 
     before = _read("compare", lambda: read_file(args.before, progress=args.progress))
@@ -155,8 +155,10 @@ def _compare(args: argparse.Namespace) -> int:
     if before is None or after is None:
         return EXIT_UNREADABLE
     result = compare(before.runs, after.runs)
+    incomplete(result, "before", args.before, before.bad_lines, before.lines)
+    incomplete(result, "after", args.after, after.bad_lines, after.lines)
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(dumps(result, indent=2))
     else:
         sys.stdout.write(format_compare(result))
         for warning in result["warnings"]:
@@ -174,9 +176,10 @@ def _evals(args: argparse.Namespace, loaded: Loaded) -> int:
             count = write_cases(loaded.runs, out)
     summary = {"cases": count, "runs": len(loaded.runs), "output": args.output}
     if args.json and args.output != "-":
-        print(json.dumps(summary))
+        print(dumps(summary))
     else:
-        print(f"otel-budget evals: {count} eval cases from {len(loaded.runs)} runs -> {args.output}", file=sys.stderr)
+        print(f"otel-budget evals: {count} eval cases from {len(loaded.runs)} runs -> {args.output}",
+              file=sys.stderr)
     return 0
 
 

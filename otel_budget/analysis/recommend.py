@@ -36,7 +36,7 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
 
 def ceil_significant(value: float, digits: int = 2) -> float:
     """Round up to `digits` significant digits: 237.6 -> 240, 0.01234 -> 0.013."""
-    if value <= 0:
+    if not value > 0 or not math.isfinite(value):
         return 0.0
     exp = math.floor(math.log10(value)) - digits + 1
     step = 10.0**exp
@@ -47,7 +47,7 @@ def ceil_significant(value: float, digits: int = 2) -> float:
 def suggest_cap(dim: str, p95: float) -> float | int | None:
     """The suggested cap for a dimension from its p95, rounded sensibly; None when nothing to cap."""
     raw = HEADROOM * p95
-    if raw <= 0:
+    if not raw > 0 or not math.isfinite(raw):  # nothing to cap, or a figure no cap can be made of
         return None
     if dim in ("steps", "tool_calls"):
         return max(1, math.ceil(raw - 1e-9))  # counts: whole numbers, up
@@ -142,7 +142,8 @@ def format_recommendation(result: dict[str, Any], max_cases: int = 20) -> str:
         if cases:
             lines.append("  stopped at a limit (keep them as eval cases):")
             for case in cases[:max_cases]:
-                lines.append(f"    {case['trace_id'] or '-'}  {case['stop_reason']}  {case['limit'] or ''}".rstrip())
+                lines.append(f"    {case['trace_id'] or '-'}  {case['stop_reason']}  "
+                             f"{case['limit'] or ''}".rstrip())
             if len(cases) > max_cases:
                 lines.append(f"    ... and {len(cases) - max_cases} more (--json lists all)")
         lines.append("")

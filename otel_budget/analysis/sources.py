@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import urllib.parse
@@ -15,6 +14,7 @@ from .assemble import RunAssembler
 from .progress import LARGE_BYTES, LARGE_COUNT, Progress
 from .records import RunRecord
 from .spans import BadRecord, spans_from_jaeger, spans_from_json
+from .untrusted import loads
 
 
 @dataclass
@@ -51,7 +51,7 @@ def read_file(path: str, *, progress: bool | None = None, errors: TextIO | None 
             if not line.strip():
                 continue
             try:
-                data = json.loads(line)
+                data = loads(line)
             except ValueError as exc:
                 _bad(loaded, bar, f"{path}:{number}: not JSON ({exc})")
                 continue
@@ -60,6 +60,8 @@ def read_file(path: str, *, progress: bool | None = None, errors: TextIO | None 
                 loaded.good_lines += 1
             except (BadRecord, TypeError, ValueError, AttributeError) as exc:
                 _bad(loaded, bar, f"{path}:{number}: {exc}")
+            except RecursionError:
+                _bad(loaded, bar, f"{path}:{number}: nested too deeply to read")
     finally:
         bar.close()
         if fh is not sys.stdin:
@@ -106,7 +108,7 @@ def read_jaeger(
         query = {"service": svc, "limit": str(limit)}
         if lookback:
             query["lookback"] = lookback
-        body = json.loads(fetch(f"{base}/api/traces?{urllib.parse.urlencode(query)}"))
+        body = loads(fetch(f"{base}/api/traces?{urllib.parse.urlencode(query)}"))
         traces = body.get("data") or [] if isinstance(body, dict) else []
         bar = Progress(len(traces), f"reading {svc}", enabled=progress or (progress is None and len(traces) > LARGE_COUNT),
                        stream=errors)
@@ -117,9 +119,10 @@ def read_jaeger(
                 try:
                     assembler.add(list(spans_from_jaeger(tr)))
                     loaded.good_lines += 1
-                except (BadRecord, TypeError, ValueError, AttributeError) as exc:
+                except (BadRecord, TypeError, ValueError, AttributeError, RecursionError) as exc:
                     trace_id = tr.get("traceID", "?") if isinstance(tr, dict) else "?"
-                    _bad(loaded, bar, f"{svc}: trace {i} ({trace_id}): {exc}")
+                    why = "nested too deeply to read" if isinstance(exc, RecursionError) else exc
+                    _bad(loaded, bar, f"{svc}: trace {i} ({trace_id}): {why}")
         finally:
             bar.close()
     loaded.runs = assembler.runs()
@@ -127,6 +130,6 @@ def read_jaeger(
 
 
 def _services(base: str, fetch: Fetch) -> list[str]:
-    body = json.loads(fetch(f"{base}/api/services"))
+    body = loads(fetch(f"{base}/api/services"))
     names = body.get("data") or [] if isinstance(body, dict) else []
     return [n for n in names if isinstance(n, str) and not n.startswith("jaeger")]
