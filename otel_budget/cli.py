@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from .analysis.sources import Loaded
-from .analysis.untrusted import dumps
+from .analysis.untrusted import dumps, printable, printable_lines
 
 #: Exit status when nothing could be read, and when `compare` finds a regression.
 EXIT_UNREADABLE = 2
@@ -79,10 +79,10 @@ def _read(command: str, load: Any) -> Loaded | None:
     try:
         loaded: Loaded = load()
     except OSError as exc:
-        print(f"otel-budget {command}: {exc}", file=sys.stderr)
+        print(f"otel-budget {command}: {printable(exc)}", file=sys.stderr)
         return None
     except ValueError as exc:
-        print(f"otel-budget {command}: the answer was not JSON ({exc})", file=sys.stderr)
+        print(f"otel-budget {command}: the answer was not JSON ({printable(exc)})", file=sys.stderr)
         return None
     if loaded.bad_lines:
         print(f"otel-budget {command}: {loaded.bad_lines} of {loaded.lines} inputs could not be read (see above); "
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(dumps(result, indent=2))  # always JSON: the figures read are finite (analysis/untrusted.py)
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(printable_lines(text))  # every field is escaped already; this catches any left out
     return 0
 
 
@@ -160,9 +160,9 @@ def _compare(args: argparse.Namespace) -> int:
     if args.json:
         print(dumps(result, indent=2))
     else:
-        sys.stdout.write(format_compare(result))
+        sys.stdout.write(printable_lines(format_compare(result)))
         for warning in result["warnings"]:
-            print(f"otel-budget compare: warning: {warning}", file=sys.stderr)
+            print(f"otel-budget compare: warning: {printable(warning)}", file=sys.stderr)
     return 0 if result["passed"] else EXIT_REGRESSION
 
 
@@ -178,7 +178,7 @@ def _evals(args: argparse.Namespace, loaded: Loaded) -> int:
     if args.json and args.output != "-":
         print(dumps(summary))
     else:
-        print(f"otel-budget evals: {count} eval cases from {len(loaded.runs)} runs -> {args.output}",
+        print(f"otel-budget evals: {count} eval cases from {len(loaded.runs)} runs -> {printable(args.output)}",
               file=sys.stderr)
     return 0
 
@@ -193,7 +193,7 @@ def _html(path: str, loaded: Loaded) -> int:
         return EXIT_UNREADABLE
     with open(path, "w", encoding="utf-8") as out:
         out.write(page)
-    print(f"otel-budget report: wrote {path}", file=sys.stderr)
+    print(f"otel-budget report: wrote {printable(path)}", file=sys.stderr)
     return 0
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from .recommend import BUDGET_FIELDS, HEADROOM, percentile, suggest_cap
 from .records import RunRecord, final_runs
+from .untrusted import printable
 
 #: The figures compared, with the otel_budget.used.<dim> they come from.
 FIGURES: tuple[str, ...] = ("steps", "total_tokens", "usd", "seconds")
@@ -154,7 +155,7 @@ def format_compare(result: dict[str, Any]) -> str:
     lines: list[str] = []
     for name, entry in result["runs"].items():
         left, right = entry["before"], entry["after"]
-        lines.append(name)
+        lines.append(printable(name))
         lines.append(f"  {'':<18}{'before':>14}{'after':>14}{'change':>14}")
         lines.append(_row("runs", left and left["runs"], right and right["runs"]))
         lines.append(_row("completion rate", left and left["completion_rate"], right and right["completion_rate"],
@@ -167,13 +168,13 @@ def format_compare(result: dict[str, Any]) -> str:
                     lines.append(_row(f"{fig} {stat}", lv, rv))
         reasons = sorted(set((left or {}).get("stops", {})) | set((right or {}).get("stops", {})))
         for reason in reasons:
-            lines.append(_row(f"stop: {reason}", (left or {}).get("stops", {}).get(reason, 0) if left else None,
+            lines.append(_row(f"stop: {printable(reason)}", (left or {}).get("stops", {}).get(reason, 0) if left else None,
                               (right or {}).get("stops", {}).get(reason, 0) if right else None))
         lines.append("")
     for warning in result["warnings"]:
-        lines.append(f"warning: {warning}")
+        lines.append(f"warning: {printable(warning)}")
     for regression in result["regressions"]:
-        lines.append(f"REGRESSION: {regression}")
+        lines.append(f"REGRESSION: {printable(regression)}")
     lines.append("PASS: completion rate held and the worst-case cost did not rise." if result["passed"]
                  else "FAIL: see the regressions above.")
     return "\n".join(lines) + "\n"

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .records import DIMENSIONS, LIMIT_REASONS, RunRecord, final_runs
+from .untrusted import printable
 
 #: Suggested cap = HEADROOM x p95 of the runs that ended `done`.
 HEADROOM = 2.5
@@ -123,7 +124,7 @@ def format_recommendation(result: dict[str, Any], max_cases: int = 20) -> str:
     lines: list[str] = []
     for name, info in result.items():
         lines.append(
-            f"{name}: {info['runs']} runs, {info['done']} done, {info['stopped_at_limit']} stopped at a limit, "
+            f"{printable(name)}: {info['runs']} runs, {info['done']} done, {info['stopped_at_limit']} stopped at a limit, "
             f"{info['other']} other"
         )
         if info["dimensions"]:
@@ -142,8 +143,8 @@ def format_recommendation(result: dict[str, Any], max_cases: int = 20) -> str:
         if cases:
             lines.append("  stopped at a limit (keep them as eval cases):")
             for case in cases[:max_cases]:
-                lines.append(f"    {case['trace_id'] or '-'}  {case['stop_reason']}  "
-                             f"{case['limit'] or ''}".rstrip())
+                lines.append(f"    {printable(case['trace_id'] or '-')}  {printable(case['stop_reason'])}  "
+                             f"{printable(case['limit'] or '')}".rstrip())
             if len(cases) > max_cases:
                 lines.append(f"    ... and {len(cases) - max_cases} more (--json lists all)")
         lines.append("")

@@ -14,7 +14,7 @@ from .assemble import RunAssembler
 from .progress import LARGE_BYTES, LARGE_COUNT, Progress
 from .records import RunRecord
 from .spans import BadRecord, spans_from_jaeger, spans_from_json
-from .untrusted import loads
+from .untrusted import loads, printable
 
 
 @dataclass
@@ -72,7 +72,7 @@ def read_file(path: str, *, progress: bool | None = None, errors: TextIO | None 
 
 def _bad(loaded: Loaded, bar: Progress, message: str) -> None:
     loaded.bad_lines += 1
-    bar.note(message)
+    bar.note(printable(message))  # the reason may quote the line: no control character reaches the terminal
 
 
 Fetch = Callable[[str], bytes]
