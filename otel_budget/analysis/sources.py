@@ -36,7 +36,7 @@ def read_file(path: str, *, progress: bool | None = None, errors: TextIO | None 
     """
     errors = errors if errors is not None else sys.stderr
     size = os.path.getsize(path) if path != "-" else 0
-    bar = Progress(size, f"reading {os.path.basename(path)}", enabled=bool(progress), stream=errors)
+    bar = Progress(size, f"reading {printable(os.path.basename(path))}", enabled=bool(progress), stream=errors)
     loaded = Loaded()
     assembler = RunAssembler()
     fh = sys.stdin if path == "-" else open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
@@ -110,7 +110,7 @@ def read_jaeger(
             query["lookback"] = lookback
         body = loads(fetch(f"{base}/api/traces?{urllib.parse.urlencode(query)}"))
         traces = body.get("data") or [] if isinstance(body, dict) else []
-        bar = Progress(len(traces), f"reading {svc}", enabled=progress or (progress is None and len(traces) > LARGE_COUNT),
+        bar = Progress(len(traces), f"reading {printable(svc)}", enabled=progress or (progress is None and len(traces) > LARGE_COUNT),
                        stream=errors)
         try:
             for i, tr in enumerate(traces, 1):

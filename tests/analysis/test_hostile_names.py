@@ -4,7 +4,10 @@ name never runs in a real headless Chromium."""
 
 from __future__ import annotations
 
+import json
 import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -155,3 +158,45 @@ def _env(**extra: str) -> dict[str, str]:
     import os
 
     return {**os.environ, **extra}
+
+
+class _HostileJaeger(BaseHTTPRequestHandler):
+    """A query API that answers with a hostile service name, and one trace whose cost is "NaN"."""
+
+    def do_GET(self) -> None:  # noqa: N802
+        service = "billing\x1b]0;pwned\x07\x9b2J"
+        if self.path.startswith("/api/services"):
+            body: dict = {"data": [service]}
+        else:
+            def trace(i: int, usd: object) -> dict:
+                attrs = {**run_attributes(service, "done", 3, 1, 1.0, 900, 0.01), sc.USED_PREFIX + "usd": usd}
+                return {"traceID": f"\x1b[2J{i}", "spans": [
+                    {"traceID": f"{i}", "spanID": f"{i}", "operationName": "invoke_agent x", "references": [],
+                     "startTime": 1, "tags": [{"key": k, "value": v} for k, v in attrs.items()]}]}
+            body = {"data": [trace(1, 0.01), trace(2, "NaN"), trace(3, 0.02)]}
+        raw = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_hostile_jaeger_answer_is_escaped_and_its_nan_trace_skipped(tmp_path):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _HostileJaeger)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        done = otel_budget("report", "--jaeger", url, "--progress")
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stderr + done.stdout and "\x9b" not in done.stderr + done.stdout
+    assert "billing\\x1b]0;pwned\\x07\\x9b2J: trace 2 (\\x1b[2J2): span 2: otel_budget.used.usd is 'NaN'" in done.stderr
+    assert "reading billing\\x1b]0;pwned" in done.stderr  # the progress bar's label
+    assert "1 of 3 inputs could not be read" in done.stderr and "0.0300" in done.stdout
