@@ -126,15 +126,16 @@ def _steps(plt: Any, runs: Sequence[RunRecord], advice: dict[str, Any]) -> Any:
 
 def _cost(plt: Any, summary: dict[str, Any], reasons: Sequence[str]) -> Any:
     rows = summary["by_reason"]
-    bars_of = {r: (rows[r]["cost_usd"], rows[r]["runs"]) for r in reasons}
-    rest = [r for r in rows if r not in bars_of]
+    # (label, colour, cost, runs) per bar; a list, so a stop reason that is itself called "other" stays a bar.
+    bars_of = [(_label(r), _COLORS.get(r, "#495057"), rows[r]["cost_usd"], rows[r]["runs"]) for r in reasons]
+    rest = [r for r in rows if r not in reasons]
     if rest:
-        bars_of[OTHER] = (sum(rows[r]["cost_usd"] for r in rest), sum(rows[r]["runs"] for r in rest))
-    labels = [_label(r) if r != OTHER else f"{OTHER} ({len(rest)})" for r in bars_of]
+        bars_of.append((f"{OTHER} ({len(rest)})", "#868e96", sum(rows[r]["cost_usd"] for r in rest),
+                        sum(rows[r]["runs"] for r in rest)))
     fig, ax = plt.subplots(figsize=(8, 3.5))
-    bars = ax.bar(range(len(labels)), [c for c, _ in bars_of.values()],
-                  color=[_COLORS.get(r, "#495057") for r in bars_of], tick_label=labels)
-    for bar, (cost, count) in zip(bars, bars_of.values(), strict=True):
+    bars = ax.bar(range(len(bars_of)), [b[2] for b in bars_of], color=[b[1] for b in bars_of],
+                  tick_label=[b[0] for b in bars_of])
+    for bar, (_, _, cost, count) in zip(bars, bars_of, strict=True):
         ax.annotate(f"${cost:.4f}\n{count} runs", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
                     ha="center", va="bottom", fontsize=8)
     ax.set_ylabel("USD")
