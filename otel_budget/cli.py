@@ -5,11 +5,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
 from .analysis.sources import Loaded
+from .analysis.untrusted import dumps, printable, printable_lines
 
 #: Exit status when nothing could be read, and when `compare` finds a regression.
 EXIT_UNREADABLE = 2
@@ -79,10 +79,10 @@ def _read(command: str, load: Any) -> Loaded | None:
     try:
         loaded: Loaded = load()
     except OSError as exc:
-        print(f"otel-budget {command}: {exc}", file=sys.stderr)
+        print(f"otel-budget {command}: {printable(exc)}", file=sys.stderr)
         return None
     except ValueError as exc:
-        print(f"otel-budget {command}: the answer was not JSON ({exc})", file=sys.stderr)
+        print(f"otel-budget {command}: the answer was not JSON ({printable(exc)})", file=sys.stderr)
         return None
     if loaded.bad_lines:
         print(f"otel-budget {command}: {loaded.bad_lines} of {loaded.lines} inputs could not be read (see above); "
@@ -128,9 +128,9 @@ def main(argv: list[str] | None = None) -> int:
             if code:
                 return code
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(dumps(result, indent=2))  # always JSON: the figures read are finite (analysis/untrusted.py)
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(printable_lines(text))  # every field is escaped already; this catches any left out
     return 0
 
 
@@ -147,7 +147,7 @@ def _demo(argv: list[str]) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from .analysis.compare import compare, format_compare
+    from .analysis.compare import compare, format_compare, incomplete
     from .analysis.sources import read_file
 
     before = _read("compare", lambda: read_file(args.before, progress=args.progress))
@@ -155,12 +155,14 @@ def _compare(args: argparse.Namespace) -> int:
     if before is None or after is None:
         return EXIT_UNREADABLE
     result = compare(before.runs, after.runs)
+    incomplete(result, "before", args.before, before.bad_lines, before.lines)
+    incomplete(result, "after", args.after, after.bad_lines, after.lines)
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(dumps(result, indent=2))
     else:
-        sys.stdout.write(format_compare(result))
+        sys.stdout.write(printable_lines(format_compare(result)))
         for warning in result["warnings"]:
-            print(f"otel-budget compare: warning: {warning}", file=sys.stderr)
+            print(f"otel-budget compare: warning: {printable(warning)}", file=sys.stderr)
     return 0 if result["passed"] else EXIT_REGRESSION
 
 
@@ -174,9 +176,10 @@ def _evals(args: argparse.Namespace, loaded: Loaded) -> int:
             count = write_cases(loaded.runs, out)
     summary = {"cases": count, "runs": len(loaded.runs), "output": args.output}
     if args.json and args.output != "-":
-        print(json.dumps(summary))
+        print(dumps(summary))
     else:
-        print(f"otel-budget evals: {count} eval cases from {len(loaded.runs)} runs -> {args.output}", file=sys.stderr)
+        print(f"otel-budget evals: {count} eval cases from {len(loaded.runs)} runs -> {printable(args.output)}",
+              file=sys.stderr)
     return 0
 
 
@@ -190,7 +193,7 @@ def _html(path: str, loaded: Loaded) -> int:
         return EXIT_UNREADABLE
     with open(path, "w", encoding="utf-8") as out:
         out.write(page)
-    print(f"otel-budget report: wrote {path}", file=sys.stderr)
+    print(f"otel-budget report: wrote {printable(path)}", file=sys.stderr)
     return 0
 
 

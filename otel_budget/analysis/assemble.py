@@ -6,7 +6,6 @@ children), so rows are gathered first and put together at the end. Only what the
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 from ..telemetry import semconv as sc
 from .records import RunRecord, TurnRecord, record_from_span
 from .spans import SpanRow
+from .untrusted import MAX_DEPTH, BadRecord, TooDeep, depth, figure, loads
 
 
 @dataclass(slots=True)
@@ -43,21 +43,29 @@ class RunAssembler:
 
     def add(self, rows: Iterable[SpanRow]) -> int:
         """Take the rows of one input (a line, a trace); returns how many runs they held."""
-        runs = 0
+        # All or nothing: rows are read into local lists first, so a bad row (BadRecord) leaves no part of its
+        # input behind.
+        runs: list[RunRecord] = []
+        calls: list[_Call] = []
+        tools: list[_Tool] = []
+        parents: dict[tuple[str, str], str] = {}
         for row in rows:
             rec = record_from_span(row)
             if rec is not None:
-                self._runs.append(rec)
-                runs += 1
+                runs.append(rec)
                 continue
             op = row.attrs.get(sc.GEN_AI_OPERATION_NAME)
             if sc.COST_SOURCE in row.attrs and op in sc.MODEL_OPERATIONS:  # our model calls
-                self._calls.append(_Call(row.trace_id, row.parent_id, row.start, _turn(row)))
+                calls.append(_Call(row.trace_id, row.parent_id, row.start, _turn(row)))
             elif op == sc.OP_EXECUTE_TOOL:
-                self._tools.append(_Tool(row.trace_id, row.parent_id, row.start, _result(row)))
+                tools.append(_Tool(row.trace_id, row.parent_id, row.start, _result(row)))
             else:
-                self._parents[(row.trace_id, row.span_id)] = row.parent_id
-        return runs
+                parents[(row.trace_id, row.span_id)] = row.parent_id
+        self._runs.extend(runs)
+        self._calls.extend(calls)
+        self._tools.extend(tools)
+        self._parents.update(parents)
+        return len(runs)
 
     def runs(self) -> list[RunRecord]:
         """The runs read so far, each with its turns (model calls in order, tool results attached)."""
@@ -99,14 +107,15 @@ def _turn(row: SpanRow) -> TurnRecord:
     actions = a.get(sc.ACTIONS) or []
     if isinstance(actions, str):
         actions = [actions]
+    where = f"span {row.span_id or row.name}"
     return TurnRecord(
-        turn=_int(a.get(sc.TURN)),
-        input_tokens=_int(a.get(sc.GEN_AI_USAGE_INPUT_TOKENS)),
-        output_tokens=_int(a.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS)),
-        cost_usd=_float(a.get(sc.COST_USD)),
+        turn=int(_figure(a, sc.TURN, where)),
+        input_tokens=int(_figure(a, sc.GEN_AI_USAGE_INPUT_TOKENS, where)),
+        output_tokens=int(_figure(a, sc.GEN_AI_USAGE_OUTPUT_TOKENS, where)),
+        cost_usd=_figure(a, sc.COST_USD, where),
         actions=[str(x) for x in actions],
-        input_messages=_content(a.get(sc.GEN_AI_INPUT_MESSAGES)),
-        output_messages=_content(a.get(sc.GEN_AI_OUTPUT_MESSAGES)),
+        input_messages=_content(a.get(sc.GEN_AI_INPUT_MESSAGES), sc.GEN_AI_INPUT_MESSAGES, where),
+        output_messages=_content(a.get(sc.GEN_AI_OUTPUT_MESSAGES), sc.GEN_AI_OUTPUT_MESSAGES, where),
     )
 
 
@@ -118,24 +127,23 @@ def _result(row: SpanRow) -> str:
     return f"{name}:{args}={result}"
 
 
-def _content(value: Any) -> Any:
+def _content(value: Any, key: str, where: str) -> Any:
+    """Captured messages: their JSON when they are strict JSON, else the text; refused when nested too deep."""
     if isinstance(value, str):
         try:
-            return json.loads(value)
+            value = loads(value)
+        except TooDeep:
+            raise BadRecord(f"{where}: {key} is nested too deeply to read") from None
         except ValueError:
             return value
+    if depth(value) > MAX_DEPTH:
+        raise BadRecord(f"{where}: {key} is nested deeper than {MAX_DEPTH} levels")
     return value
 
 
-def _int(value: Any) -> int:
-    try:
-        return int(value or 0)
-    except (TypeError, ValueError):
-        return 0
-
-
-def _float(value: Any) -> float:
-    try:
-        return float(value or 0.0)
-    except (TypeError, ValueError):
+def _figure(attrs: dict[str, Any], key: str, where: str) -> float:
+    """A turn's number (absent is 0); a value that is not a finite figure makes the line unreadable."""
+    value = attrs.get(key)
+    if value is None or value == "":
         return 0.0
+    return figure(value, f"{where}: {key}")

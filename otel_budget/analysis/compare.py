@@ -7,12 +7,14 @@ need that it cuts them (the classic mistake: p95 is 14 steps and someone sets 16
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
 
 from .recommend import BUDGET_FIELDS, HEADROOM, percentile, suggest_cap
 from .records import RunRecord, final_runs
+from .untrusted import printable
 
 #: The figures compared, with the otel_budget.used.<dim> they come from.
 FIGURES: tuple[str, ...] = ("steps", "total_tokens", "usd", "seconds")
@@ -30,19 +32,20 @@ def summarize(records: Iterable[RunRecord]) -> dict[str, dict[str, Any]]:
     for name in sorted(by_name):
         runs = by_name[name]
         done = [r for r in runs if r.stop_reason == "done"]
+        unusable = sorted({fig for r in runs for fig, v in r.used.items() if fig in FIGURES and not math.isfinite(v)})
         figures: dict[str, dict[str, float]] = {}
         for fig in FIGURES:
-            values = sorted(r.used[fig] for r in runs if fig in r.used)
-            if values:
+            values = _finite(r.used.get(fig) for r in runs)
+            if values and fig not in unusable:
                 figures[fig] = {"p50": percentile(values, 0.5), "p95": percentile(values, 0.95), "max": values[-1]}
         healthy: dict[str, float] = {}
         for fig in (*FIGURES, "tool_calls"):
-            values = sorted(r.used[fig] for r in done if fig in r.used)
+            values = _finite(r.used.get(fig) for r in done)
             if values:
                 healthy[fig] = percentile(values, 0.95)
         caps: dict[str, float] = {}
         for dim in BUDGET_FIELDS:
-            seen = Counter(r.limits[dim] for r in runs if dim in r.limits)
+            seen = Counter(_finite(r.limits.get(dim) for r in runs))
             if seen:
                 caps[dim] = seen.most_common(1)[0][0]
         out[name] = {
@@ -53,9 +56,15 @@ def summarize(records: Iterable[RunRecord]) -> dict[str, dict[str, Any]]:
             "stops": dict(sorted(Counter(r.stop_reason for r in runs).items())),
             "healthy_p95": healthy,
             "caps": caps,
-            "_healthy": {fig: sorted(r.used[fig] for r in done if fig in r.used) for fig in BUDGET_FIELDS},
+            "_healthy": {fig: _finite(r.used.get(fig) for r in done) for fig in BUDGET_FIELDS},
+            "_unusable": unusable,
         }
     return out
+
+
+def _finite(values: Iterable[float | None]) -> list[float]:
+    """The finite values, sorted (sorted() puts a NaN anywhere, and every comparison with it is false)."""
+    return sorted(v for v in values if v is not None and math.isfinite(v))
 
 
 def compare(before: Iterable[RunRecord], after: Iterable[RunRecord]) -> dict[str, Any]:
@@ -67,6 +76,11 @@ def compare(before: Iterable[RunRecord], after: Iterable[RunRecord]) -> dict[str
     for name in sorted(set(b) | set(a)):
         left, right = b.get(name), a.get(name)
         entry: dict[str, Any] = {"before": _public(left), "after": _public(right)}
+        for side, summary in (("before", left), ("after", right)):
+            for fig in (summary or {}).get("_unusable", ()):
+                # NaN sorts anywhere and compares false: a figure that is not a number can hide any regression.
+                regressions.append(f"{name}: {fig} cannot be compared: a run {side} the change recorded a value "
+                                   "that is not a finite number")
         if left is not None and right is not None:
             change: dict[str, Any] = {"completion_rate": right["completion_rate"] - left["completion_rate"]}
             for fig in FIGURES:
@@ -90,6 +104,16 @@ def compare(before: Iterable[RunRecord], after: Iterable[RunRecord]) -> dict[str
                 break
         names[name] = entry
     return {"runs": names, "regressions": regressions, "warnings": warnings, "passed": not regressions}
+
+
+def incomplete(result: dict[str, Any], side: str, path: str, bad: int, lines: int) -> None:
+    """Fail `result` when `bad` of the `lines` inputs of one side could not be read: the runs on those lines
+    (their cost, whether they completed) cannot be compared, and could hide a regression."""
+    if bad:
+        result["regressions"].append(
+            f"{bad} of {lines} inputs {side} the change ({path}) could not be read, so their runs cannot be "
+            "compared; fix or remove those lines (reported above) and compare again")
+        result["passed"] = False
 
 
 def _tight_caps(name: str, side: str, summary: dict[str, Any], reference: dict[str, Any]) -> list[str]:
@@ -131,7 +155,7 @@ def format_compare(result: dict[str, Any]) -> str:
     lines: list[str] = []
     for name, entry in result["runs"].items():
         left, right = entry["before"], entry["after"]
-        lines.append(f"{name}")
+        lines.append(printable(name))
         lines.append(f"  {'':<18}{'before':>14}{'after':>14}{'change':>14}")
         lines.append(_row("runs", left and left["runs"], right and right["runs"]))
         lines.append(_row("completion rate", left and left["completion_rate"], right and right["completion_rate"],
@@ -144,13 +168,13 @@ def format_compare(result: dict[str, Any]) -> str:
                     lines.append(_row(f"{fig} {stat}", lv, rv))
         reasons = sorted(set((left or {}).get("stops", {})) | set((right or {}).get("stops", {})))
         for reason in reasons:
-            lines.append(_row(f"stop: {reason}", (left or {}).get("stops", {}).get(reason, 0) if left else None,
+            lines.append(_row(f"stop: {printable(reason)}", (left or {}).get("stops", {}).get(reason, 0) if left else None,
                               (right or {}).get("stops", {}).get(reason, 0) if right else None))
         lines.append("")
     for warning in result["warnings"]:
-        lines.append(f"warning: {warning}")
+        lines.append(f"warning: {printable(warning)}")
     for regression in result["regressions"]:
-        lines.append(f"REGRESSION: {regression}")
+        lines.append(f"REGRESSION: {printable(regression)}")
     lines.append("PASS: completion rate held and the worst-case cost did not rise." if result["passed"]
                  else "FAIL: see the regressions above.")
     return "\n".join(lines) + "\n"

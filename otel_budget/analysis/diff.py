@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .records import RunRecord, final_runs
+from .untrusted import printable
 
 
 def _action(rec: RunRecord, index: int) -> str:
@@ -57,12 +58,12 @@ def diff(records: Iterable[RunRecord], run_name: str) -> dict[str, Any]:
 
 def format_diff(result: dict[str, Any]) -> str:
     """The text form of `diff()`."""
-    name, runs = result["run_name"], result["runs"]
+    name, runs = printable(result["run_name"]), result["runs"]
     if not runs:
         return f"No finished runs named '{name}'.\n"
     lines = [f"{name}: {runs} runs, up to {result['turns']} turns"]
     for number, action in enumerate(result["common"], 1):
-        lines.append(f"  turn {number:>3}  all {runs} runs: {action}")
+        lines.append(f"  turn {number:>3}  all {runs} runs: {printable(action)}")
     div = result["divergence"]
     if div is None:
         lines.append("No divergence: every run took the same actions with the same results.")
@@ -72,8 +73,8 @@ def format_diff(result: dict[str, Any]) -> str:
         label = chr(ord("A") + i) if i < 26 else str(i)
         count = len(branch["runs"])
         lines.append(f"  branch {label} ({count} run{'s' if count != 1 else ''}, ended "
-                     f"{', '.join(branch['stop_reasons'])}): {branch['action']}")
+                     f"{printable(', '.join(branch['stop_reasons']))}): {printable(branch['action'])}")
         shown = branch["runs"][:5]
         more = f" and {count - len(shown)} more" if count > len(shown) else ""
-        lines.append(f"    runs: {', '.join(t or '-' for t in shown)}{more}")
+        lines.append(f"    runs: {printable(', '.join(t or '-' for t in shown))}{more}")
     return "\n".join(lines) + "\n"

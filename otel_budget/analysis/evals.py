@@ -7,11 +7,11 @@ of its last turn. The format is plain JSON lines, one object per case.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
 from .records import RunRecord, final_runs
+from .untrusted import dumps
 
 
 def cases(records: Iterable[RunRecord]) -> Iterator[dict[str, Any]]:
@@ -50,6 +50,6 @@ def write_cases(records: Iterable[RunRecord], out: IO[str]) -> int:
     """Write the cases as JSON lines; returns how many were written."""
     count = 0
     for case in cases(records):
-        out.write(json.dumps(case, ensure_ascii=False, default=str) + "\n")
+        out.write(dumps(case, ensure_ascii=False, default=str) + "\n")
         count += 1
     return count

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .records import DIMENSIONS, LIMIT_REASONS, RunRecord, final_runs
+from .untrusted import printable
 
 #: Suggested cap = HEADROOM x p95 of the runs that ended `done`.
 HEADROOM = 2.5
@@ -36,7 +37,7 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
 
 def ceil_significant(value: float, digits: int = 2) -> float:
     """Round up to `digits` significant digits: 237.6 -> 240, 0.01234 -> 0.013."""
-    if value <= 0:
+    if not value > 0 or not math.isfinite(value):
         return 0.0
     exp = math.floor(math.log10(value)) - digits + 1
     step = 10.0**exp
@@ -47,7 +48,7 @@ def ceil_significant(value: float, digits: int = 2) -> float:
 def suggest_cap(dim: str, p95: float) -> float | int | None:
     """The suggested cap for a dimension from its p95, rounded sensibly; None when nothing to cap."""
     raw = HEADROOM * p95
-    if raw <= 0:
+    if not raw > 0 or not math.isfinite(raw):  # nothing to cap, or a figure no cap can be made of
         return None
     if dim in ("steps", "tool_calls"):
         return max(1, math.ceil(raw - 1e-9))  # counts: whole numbers, up
@@ -123,7 +124,7 @@ def format_recommendation(result: dict[str, Any], max_cases: int = 20) -> str:
     lines: list[str] = []
     for name, info in result.items():
         lines.append(
-            f"{name}: {info['runs']} runs, {info['done']} done, {info['stopped_at_limit']} stopped at a limit, "
+            f"{printable(name)}: {info['runs']} runs, {info['done']} done, {info['stopped_at_limit']} stopped at a limit, "
             f"{info['other']} other"
         )
         if info["dimensions"]:
@@ -142,7 +143,8 @@ def format_recommendation(result: dict[str, Any], max_cases: int = 20) -> str:
         if cases:
             lines.append("  stopped at a limit (keep them as eval cases):")
             for case in cases[:max_cases]:
-                lines.append(f"    {case['trace_id'] or '-'}  {case['stop_reason']}  {case['limit'] or ''}".rstrip())
+                lines.append(f"    {printable(case['trace_id'] or '-')}  {printable(case['stop_reason'])}  "
+                             f"{printable(case['limit'] or '')}".rstrip())
             if len(cases) > max_cases:
                 lines.append(f"    ... and {len(cases) - max_cases} more (--json lists all)")
         lines.append("")

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..telemetry import semconv as sc
 from .spans import BadRecord, SpanRow, attribute_value, spans_from_jaeger, spans_from_json, spans_from_otlp
+from .untrusted import figure
 
 #: The dimensions analysed, with the span attribute (suffix of otel_budget.used.) they come from.
 DIMENSIONS: tuple[str, ...] = ("steps", "tool_calls", "seconds", "total_tokens", "usd")
@@ -69,10 +70,7 @@ def _number(attrs: Mapping[str, Any], key: str, where: str) -> float | None:
     raw = attrs.get(key)
     if raw is None:
         return None
-    try:
-        return float(raw)
-    except (TypeError, ValueError):
-        raise BadRecord(f"span {where}: {key} is not a number: {raw!r:.40}")
+    return figure(raw, f"span {where}: {key}")
 
 
 def record_from_attributes(attrs: Mapping[str, Any], name: str, trace_id: str, span_id: str) -> RunRecord | None:

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .records import RunRecord, final_runs
+from .untrusted import printable
 
 
 def _row() -> dict[str, Any]:
@@ -41,12 +42,12 @@ def format_report(result: dict[str, Any]) -> str:
     lines = [f"{'stop reason':<20}{'runs':>8}{'share':>8}{'cost_usd':>14}{'avg_usd':>12}"]
     for reason, row in result["by_reason"].items():
         share = row["runs"] / total["runs"]
-        lines.append(f"{reason:<20}{row['runs']:>8}{share:>8.1%}{row['cost_usd']:>14.4f}{row['avg_usd']:>12.4f}")
+        lines.append(f"{printable(reason):<20}{row['runs']:>8}{share:>8.1%}{row['cost_usd']:>14.4f}{row['avg_usd']:>12.4f}")
     lines.append(f"{'total':<20}{total['runs']:>8}{1:>8.0%}{total['cost_usd']:>14.4f}{total['avg_usd']:>12.4f}")
     if len(result["by_run"]) > 1:
         lines.append("")
         lines.append(f"{'run name':<24}{'stop reason':<20}{'runs':>8}{'cost_usd':>14}")
         for name, rows in result["by_run"].items():
             for reason, row in rows.items():
-                lines.append(f"{name:<24}{reason:<20}{row['runs']:>8}{row['cost_usd']:>14.4f}")
+                lines.append(f"{printable(name):<24}{printable(reason):<20}{row['runs']:>8}{row['cost_usd']:>14.4f}")
     return "\n".join(lines) + "\n"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import urllib.parse
@@ -15,6 +14,7 @@ from .assemble import RunAssembler
 from .progress import LARGE_BYTES, LARGE_COUNT, Progress
 from .records import RunRecord
 from .spans import BadRecord, spans_from_jaeger, spans_from_json
+from .untrusted import loads, printable
 
 
 @dataclass
@@ -36,7 +36,7 @@ def read_file(path: str, *, progress: bool | None = None, errors: TextIO | None 
     """
     errors = errors if errors is not None else sys.stderr
     size = os.path.getsize(path) if path != "-" else 0
-    bar = Progress(size, f"reading {os.path.basename(path)}", enabled=bool(progress), stream=errors)
+    bar = Progress(size, f"reading {printable(os.path.basename(path))}", enabled=bool(progress), stream=errors)
     loaded = Loaded()
     assembler = RunAssembler()
     fh = sys.stdin if path == "-" else open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
@@ -51,7 +51,7 @@ def read_file(path: str, *, progress: bool | None = None, errors: TextIO | None 
             if not line.strip():
                 continue
             try:
-                data = json.loads(line)
+                data = loads(line)
             except ValueError as exc:
                 _bad(loaded, bar, f"{path}:{number}: not JSON ({exc})")
                 continue
@@ -60,6 +60,8 @@ def read_file(path: str, *, progress: bool | None = None, errors: TextIO | None 
                 loaded.good_lines += 1
             except (BadRecord, TypeError, ValueError, AttributeError) as exc:
                 _bad(loaded, bar, f"{path}:{number}: {exc}")
+            except RecursionError:
+                _bad(loaded, bar, f"{path}:{number}: nested too deeply to read")
     finally:
         bar.close()
         if fh is not sys.stdin:
@@ -70,7 +72,7 @@ def read_file(path: str, *, progress: bool | None = None, errors: TextIO | None 
 
 def _bad(loaded: Loaded, bar: Progress, message: str) -> None:
     loaded.bad_lines += 1
-    bar.note(message)
+    bar.note(printable(message))  # the reason may quote the line: no control character reaches the terminal
 
 
 Fetch = Callable[[str], bytes]
@@ -106,9 +108,9 @@ def read_jaeger(
         query = {"service": svc, "limit": str(limit)}
         if lookback:
             query["lookback"] = lookback
-        body = json.loads(fetch(f"{base}/api/traces?{urllib.parse.urlencode(query)}"))
+        body = loads(fetch(f"{base}/api/traces?{urllib.parse.urlencode(query)}"))
         traces = body.get("data") or [] if isinstance(body, dict) else []
-        bar = Progress(len(traces), f"reading {svc}", enabled=progress or (progress is None and len(traces) > LARGE_COUNT),
+        bar = Progress(len(traces), f"reading {printable(svc)}", enabled=progress or (progress is None and len(traces) > LARGE_COUNT),
                        stream=errors)
         try:
             for i, tr in enumerate(traces, 1):
@@ -117,9 +119,10 @@ def read_jaeger(
                 try:
                     assembler.add(list(spans_from_jaeger(tr)))
                     loaded.good_lines += 1
-                except (BadRecord, TypeError, ValueError, AttributeError) as exc:
+                except (BadRecord, TypeError, ValueError, AttributeError, RecursionError) as exc:
                     trace_id = tr.get("traceID", "?") if isinstance(tr, dict) else "?"
-                    _bad(loaded, bar, f"{svc}: trace {i} ({trace_id}): {exc}")
+                    why = "nested too deeply to read" if isinstance(exc, RecursionError) else exc
+                    _bad(loaded, bar, f"{svc}: trace {i} ({trace_id}): {why}")
         finally:
             bar.close()
     loaded.runs = assembler.runs()
@@ -127,6 +130,6 @@ def read_jaeger(
 
 
 def _services(base: str, fetch: Fetch) -> list[str]:
-    body = json.loads(fetch(f"{base}/api/services"))
+    body = loads(fetch(f"{base}/api/services"))
     names = body.get("data") or [] if isinstance(body, dict) else []
     return [n for n in names if isinstance(n, str) and not n.startswith("jaeger")]
