@@ -137,11 +137,13 @@ def _authoritative(payload: dict[str, Any]) -> dict[str, Any]:
         raise InvalidRunState(f"{what} {tree} is damaged") from None
     if not isinstance(record, dict) or not isinstance(record.get("scopes", []), list):
         raise InvalidRunState(f"{what} {tree} is damaged")
-    limits = tokens.limits(record.get("limits", {}), "limits", what)
-    for dim, value in payload["limits"].items():  # a token can only narrow
+    cap = tokens.limits(record.get("limits", {}), "limits", what)
+    limits = dict(cap)
+    for dim, value in payload["limits"].items():  # a token can only narrow (the worker's own budget)
         limits[dim] = min(value, limits.get(dim, math.inf))
     scopes = [tokens.scope_of(s, f"scopes[{i}]", what) for i, s in enumerate(record.get("scopes", []))]
-    out = {**payload, "limits": limits, "scopes": scopes}  # the fleet scopes the coordinator recorded, only
+    # the tree's cap in the store is the recorded one; the fleet scopes are the ones the coordinator recorded, only
+    out = {**payload, "limits": limits, "cap": cap, "scopes": scopes}
     if record.get("deadline") is not None:
         deadline = amount(record["deadline"], "deadline", what)
         out["deadline"] = min(deadline, payload.get("deadline", math.inf))
@@ -229,7 +231,7 @@ class AttachedRun(Run):
 
     def _prepare(self, node: RunNode) -> dict[str, Any]:
         payload = self.payload
-        scopes = [_scope(payload["tree"], payload["limits"])]
+        scopes = [_scope(payload["tree"], payload.get("cap", payload["limits"]))]
         for s in payload["scopes"]:
             scopes.append(_scope(s["name"], s["limits"], s["window"]))
         _set_scopes(node, tuple(scopes))
