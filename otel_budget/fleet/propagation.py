@@ -5,9 +5,9 @@ In the coordinator, inside a run::
     token = otel_budget.propagation.export_run()        # a short string: send it with the task
     # or, over HTTP: headers = otel_budget.propagation.inject({})   (traceparent + baggage)
 
-In the worker (another process or machine, with the same `instrument(ledger=RedisLedger(...))`)::
+In the worker (another process or machine, with the same `instrument(ledger=RedisLedger(...), secret=...)`)::
 
-    token = otel_budget.propagation.extract(request.headers)   # or the string itself
+    token = otel_budget.propagation.extract(request.headers)   # signed tokens only; or the string itself
     with otel_budget.propagation.attach_run(token, name="worker") as run:
         ...  # calls are charged to the coordinator's tree and traced under its run span
 
@@ -19,6 +19,10 @@ worker's run span becomes its child, in the same trace), the deadline of `max_se
 scopes the run draws from. A worker's local run starts with the remaining limits as its own budget (a
 `budget` given to `attach_run` can only narrow them). Without a shared store (`instrument(ledger=...)`)
 the tree scope lives in the process only, so the sharing holds between threads, not processes.
+
+Trust: a token is checked field by field (`tokens`), signed when a secret is configured, and with a
+`RedisLedger` the first export records the tree's quota, deadline and fleet scopes in Redis: a worker takes
+its tree cap and fleet scopes from that record, whatever its token says (docs/security.md).
 """
 
 from __future__ import annotations

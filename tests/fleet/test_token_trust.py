@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import multiprocessing
 from typing import Any
 
@@ -189,3 +190,16 @@ def test_extract_accepts_only_a_signed_token(ledger: RedisLedger, instrumented, 
     with pytest.raises(InvalidRunState, match="changed after it was signed"):
         prop.extract({"baggage": f"otel_budget.run={forged}"})
     assert prop.extract({"traceparent": signed["traceparent"]}) is None  # no baggage: nothing to read
+
+
+def test_the_ledger_never_counts_a_nan_as_room() -> None:
+    """What a NaN in a carried-over usage did before it was refused: the in-process ledger took it as room."""
+    import threading
+
+    from otel_budget.core import ledger as lg
+
+    for used, limit in ((math.nan, 5.0), (0.0, math.nan), (math.nan, math.inf)):
+        acc = lg.Account({"steps": limit})
+        acc.used["steps"] = used
+        refusal = lg.reserve([acc], {"steps": 1.0}, threading.Lock())
+        assert refusal is not None and refusal.dim == "steps"
