@@ -32,6 +32,7 @@ from .model.budget import Budget, Price, Scope, StopReason, Usage
 from .model.outcome import BudgetExceeded, RunOutcome, UnknownPriceError
 from .model.paused import PausedRun, PendingCall  # completes Budget and RunOutcome
 from .model.policy import ApprovalPolicy  # completes Budget and RunOutcome
+from .model.trust import InvalidRunState
 from .telemetry import environment as _environment
 from .telemetry.exporters import FileSpanExporter
 from .telemetry.recorder import Telemetry as _Telemetry
@@ -39,6 +40,7 @@ from .telemetry.recorder import Telemetry as _Telemetry
 __all__ = [
     "ApprovalPolicy",
     "FileSpanExporter",
+    "InvalidRunState",
     "PausedRun",
     "PendingCall",
     "Budget",
@@ -80,6 +82,7 @@ def instrument(
     capture_content: bool | None = None,
     ledger: LedgerStore | None = None,
     openinference: bool | None = None,
+    secret: str | bytes | None = None,
 ) -> None:
     """Patch the installed provider clients and agent frameworks, and set the defaults for runs.
 
@@ -92,7 +95,14 @@ def instrument(
 
     Given no providers while none is set globally, it exports what the standard OTEL_* variables ask for (as
     `opentelemetry-instrument` does); given no budget, OTEL_BUDGET_DEFAULT (JSON of Budget fields) is the default.
+
+    `secret` (or OTEL_BUDGET_SECRET) signs paused runs and run tokens with HMAC-SHA256: one edited after it left
+    the process is refused. Give every process that resumes or attaches the same secret. Without one, they are
+    accepted unsigned (one warning per process). See docs/security.md.
     """
+    if secret is not None and (not isinstance(secret, (str, bytes)) or not secret):
+        raise ValueError(f"instrument(secret=...) must be a non-empty str or bytes, not {type(secret).__name__}; "
+                         "or set OTEL_BUDGET_SECRET")
     if tracer_provider is None and meter_provider is None:
         _environment.configure_export()
     if budget is None:
@@ -106,6 +116,8 @@ def instrument(
     )
     if capture_content is not None:
         settings.capture_content = capture_content
+    if secret is not None:
+        settings.secret = secret.encode() if isinstance(secret, str) else bytes(secret)
     global _instrumented, _uninstrumented
     with _lock:
         _config.install(settings)

@@ -30,6 +30,7 @@ from ..model.budget import Budget, StopReason, Usage
 from ..model.outcome import BudgetExceeded
 from ..model.paused import PausedRun, PendingCall, ToolRecord, _describe, _jsonable, _key, _pending
 from ..model.policy import ApprovalPolicy
+from . import trust
 
 log = logging.getLogger(__name__)
 
@@ -221,7 +222,7 @@ class ApprovalState:
             completed = list(self.completed)
             pending = self.pending
             denied = sorted(self.denied)
-        return PausedRun(
+        return trust.seal(PausedRun(
             run_name=node.name,
             pending=pending,
             usage=node.usage(),
@@ -237,7 +238,7 @@ class ApprovalState:
             span_id=node.span_id,
             paused_at=time.time(),
             detail=node.stop_state[2] if node.stop_state else "",
-        )
+        ))
 
 
 # --- resume -----------------------------------------------------------------------------------------------

@@ -13,6 +13,12 @@ from .ledger import LedgerStore
 from .pricing import PriceBook
 
 
+def secret_from_env() -> bytes | None:
+    """OTEL_BUDGET_SECRET as bytes, or None when unset or empty."""
+    value = os.environ.get(sc.ENV_BUDGET_SECRET, "")
+    return value.encode() if value else None
+
+
 def _capture_from_env() -> bool:
     value = os.environ.get(sc.ENV_CAPTURE_CONTENT, "").strip().upper()
     return value in {"TRUE", "1", "SPAN_ONLY", "SPAN_AND_EVENT", "EVENT_ONLY"}
@@ -28,6 +34,8 @@ class Settings:
     capture_content: bool = field(default_factory=_capture_from_env)
     ledger: LedgerStore | None = None
     instrumented: bool = False
+    secret: bytes | None = field(default_factory=secret_from_env)
+    """Signs paused runs and run tokens (HMAC-SHA256); None: they are accepted unsigned, with one warning."""
 
 
 _settings: Settings | None = None

@@ -87,7 +87,7 @@ def reserve(accounts: Sequence[Account], amounts: Mapping[str, float], lock: thr
                 if limit is None:
                     continue
                 taken = acc.used[dim] + acc.reserved[dim]
-                if taken + amount > limit + _EPS:
+                if not taken + amount <= limit + _EPS:  # a NaN taken or limit refuses: it is never room
                     return Refusal(dim, limit, taken, amount, acc.name, account=acc)
         for acc in accounts:
             res = acc.reserved

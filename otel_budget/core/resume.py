@@ -17,6 +17,8 @@ from .run import Run, current_run
 if TYPE_CHECKING:
     from .run import RunNode
 from ..model.paused import PausedRun, PendingCall, _describe, _pending
+from ..model.trust import InvalidRunState
+from . import trust
 from .approval import ApprovalState
 
 
@@ -44,10 +46,14 @@ def resume(
                 paused)
         except ValidationError as exc:
             given = f"{paused[:40]!r}" if isinstance(paused, str) else type(paused).__name__
-            raise ValueError(
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            raise InvalidRunState(
                 f"resume() needs the paused run: run.outcome.paused, or its JSON (paused.model_dump_json()); "
-                f"{given} is not that ({plural(exc.error_count(), 'problem')}; the first: {exc.errors()[0]['msg']})"
+                f"{given} is not that ({plural(exc.error_count(), 'problem')}; the first: "
+                f"{where + ': ' if where else ''}{first['msg']})"
             ) from None
+    paused = trust.check(paused)
     if budget is None:
         budget = paused.make_budget()
     elif budget.approve is None and paused.policy is not None:

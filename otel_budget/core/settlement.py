@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from ..model.budget import StopReason, Usage, check_cost
+from ..model.trust import amount
 from . import config
 from . import ledger as lg
 from .in_flight import NodeInFlight
@@ -120,7 +121,10 @@ class NodeSettlement(NodeInFlight):
     def carry_over(self, usage: Usage) -> None:
         """Start this run with `usage` already consumed: a resumed run (after an interrupt or approval) keeps
         the quota its earlier part used instead of starting fresh. Shared scopes were charged when it happened.
+        A NaN, infinite or negative number (from an edited paused run) is refused: it would give quota back.
         """
+        for field, value in usage:
+            amount(value, field, "carry_over(usage)")
         used = {
             "steps": float(usage.model_calls),
             "tool_calls": float(usage.tool_calls),

@@ -138,17 +138,17 @@ class NodeStops(NodeState):
 
     def usage(self) -> Usage:
         used, st = self.account.used, self.stats
-        return Usage(
-            model_calls=int(st["model_calls"]),
-            tool_calls=int(used["tool_calls"]),
-            input_tokens=int(used["input_tokens"]),
-            output_tokens=int(used["output_tokens"]),
-            cache_read_tokens=int(st["cache_read"]),
-            cache_write_tokens=int(st["cache_write"]),
-            reasoning_tokens=int(st["reasoning"]),
-            cost_usd=round(used["usd"], 10),
-            seconds=round(self.elapsed(), 6),
-            unpriced_calls=int(st["unpriced"]),
+        return Usage(  # clamped: an outcome is always a valid Usage, whatever a provider reported
+            model_calls=_count(st["model_calls"]),
+            tool_calls=_count(used["tool_calls"]),
+            input_tokens=_count(used["input_tokens"]),
+            output_tokens=_count(used["output_tokens"]),
+            cache_read_tokens=_count(st["cache_read"]),
+            cache_write_tokens=_count(st["cache_write"]),
+            reasoning_tokens=_count(st["reasoning"]),
+            cost_usd=_amount(round(used["usd"], 10)),
+            seconds=_amount(round(self.elapsed(), 6)),
+            unpriced_calls=_count(st["unpriced"]),
         )
 
     def snapshot(self, reason: StopReason, limit: str | None, detail: str) -> RunOutcome:
@@ -157,3 +157,11 @@ class NodeStops(NodeState):
             trace_id=self.trace_id,
             paused=self.approval.paused_run(self) if reason is StopReason.AWAITING_APPROVAL and self.approval else None,
         )
+
+
+def _count(value: float) -> int:
+    return int(value) if value == value and 0 < value < math.inf else 0
+
+
+def _amount(value: float) -> float:
+    return float(value) if value == value and 0 < value < math.inf else 0.0

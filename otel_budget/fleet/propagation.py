@@ -5,9 +5,9 @@ In the coordinator, inside a run::
     token = otel_budget.propagation.export_run()        # a short string: send it with the task
     # or, over HTTP: headers = otel_budget.propagation.inject({})   (traceparent + baggage)
 
-In the worker (another process or machine, with the same `instrument(ledger=RedisLedger(...))`)::
+In the worker (another process or machine, with the same `instrument(ledger=RedisLedger(...), secret=...)`)::
 
-    token = otel_budget.propagation.extract(request.headers)   # or the string itself
+    token = otel_budget.propagation.extract(request.headers)   # signed tokens only; or the string itself
     with otel_budget.propagation.attach_run(token, name="worker") as run:
         ...  # calls are charged to the coordinator's tree and traced under its run span
 
@@ -19,11 +19,14 @@ worker's run span becomes its child, in the same trace), the deadline of `max_se
 scopes the run draws from. A worker's local run starts with the remaining limits as its own budget (a
 `budget` given to `attach_run` can only narrow them). Without a shared store (`instrument(ledger=...)`)
 the tree scope lives in the process only, so the sharing holds between threads, not processes.
+
+Trust: a token is checked field by field (`tokens`), signed when a secret is configured, and with a
+`RedisLedger` the first export records the tree's quota, deadline and fleet scopes in Redis: a worker takes
+its tree cap and fleet scopes from that record, whatever its token says (docs/security.md).
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import math
@@ -41,24 +44,29 @@ from ..core import config
 from ..core import ledger as lg
 from ..core.run import Run, RunNode, current_run
 from ..model.budget import LIMITS, Budget, Scope
+from ..model.trust import InvalidRunState, amount, canonical
 from ..telemetry import semconv as sc
-from .redis_ledger import TREE_SCOPE_PREFIX
+from . import tokens
+from .redis_ledger import TREE_SCOPE_PREFIX, LedgerUnavailable, RedisLedger
+from .tokens import TOKEN_PREFIX
 
 log = logging.getLogger(__name__)
 
-#: Every token starts with this (format version 1).
-TOKEN_PREFIX = "otb1."
+#: Record kind of a run tree in a RedisLedger: key `{<prefix>:run:<trace id>:<random>}:tree`, value the canonical
+#: JSON {"deadline"?, "limits", "run", "scopes"} written at the first export (see docs/fleet.md).
+TREE_RECORD = "tree"
 #: The W3C baggage entry that carries the token in `inject` / `extract`.
 BAGGAGE_KEY = sc.BAGGAGE_RUN
 
 _DIM_FIELD = {dim: field for field, (dim, _, _) in LIMITS.items()}
-_INT_DIMS = {"steps", "tool_calls", "input_tokens", "output_tokens", "total_tokens"}
+_INT_DIMS = tokens._INT_DIMS
 _TRACE = TraceContextTextMapPropagator()
 _BAGGAGE = W3CBaggagePropagator()
 
 
 def _scope(name: str, limits: Mapping[str, float], window: float | None = None) -> Scope:
-    """A Scope built without validation (a remaining limit may be 0)."""
+    """A Scope of numbers already checked (`tokens.limits`: known dims, finite, >= 0), built without pydantic's
+    validation because a remaining limit may be 0."""
     fields: dict[str, Any] = {_DIM_FIELD[dim]: value for dim, value in limits.items() if dim in _DIM_FIELD}
     return Scope.model_construct(name=name, window_seconds=window, **fields)
 
@@ -76,12 +84,12 @@ def _node(run: Run | RunNode | None) -> RunNode:
     return node
 
 
-def _tree_scope(node: RunNode) -> Scope:
-    """The store scope of this run's tree, made on first use from what the run has left."""
+def _tree_scope(node: RunNode) -> tuple[Scope, bool]:
+    """The store scope of this run's tree, made on first use from what the run has left (True when made now)."""
     with node.lock:
         tree: Scope | None = getattr(node, "_tree_scope", None)
         if tree is not None:
-            return tree
+            return tree, False
         left: dict[str, float] = {}
         for dim in lg.DIMS:
             room = lg.headroom(node.accounts, dim)
@@ -91,26 +99,65 @@ def _tree_scope(node: RunNode) -> Scope:
         tree = _scope(f"{TREE_SCOPE_PREFIX}{ident}:{os.urandom(4).hex()}", left)
         node._tree_scope = tree  # type: ignore[attr-defined]
     _set_scopes(node, (tree,))
-    return tree
+    return tree, True
 
 
-def _encode(payload: dict[str, Any]) -> str:
-    raw = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
-    return TOKEN_PREFIX + base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode(token: str) -> dict[str, Any]:
-    """The token's content: trace context (`tp`, `ts`), `run`, `tree` scope, `limits`, `deadline`, `scopes`."""
-    if not isinstance(token, str) or not token.startswith(TOKEN_PREFIX):
-        raise ValueError("not an otel-budget run token (it should start with 'otb1.')")
-    body = token[len(TOKEN_PREFIX):]
+def _record_tree(payload: Mapping[str, Any]) -> None:
+    """With a RedisLedger, keep the tree's quota, deadline and fleet scopes in Redis: the authority a worker
+    reads, whatever its token says."""
+    store = config.get().ledger
+    if not isinstance(store, RedisLedger):
+        return
+    record = {k: payload[k] for k in ("deadline", "limits", "run", "scopes") if k in payload}
     try:
-        payload = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
-    except ValueError as exc:
-        raise ValueError(f"a damaged otel-budget run token: {exc}") from exc
-    if not isinstance(payload, dict) or "tree" not in payload:
-        raise ValueError("a damaged otel-budget run token: no tree scope")
-    return payload
+        store.put_record(payload["tree"], TREE_RECORD, canonical(record).decode())
+    except LedgerUnavailable as exc:
+        log.warning("otel-budget: the run tree %s could not be recorded in the shared ledger (%s); workers attaching "
+                    "to it are refused while the ledger fails closed", payload["tree"], exc)
+
+
+def _authoritative(payload: dict[str, Any]) -> dict[str, Any]:
+    """With a RedisLedger, the token's quota narrowed from the tree's record, and the record's fleet scopes."""
+    store = config.get().ledger
+    if not isinstance(store, RedisLedger):
+        return payload
+    tree = payload["tree"]
+    try:
+        text = store.get_record(tree, TREE_RECORD, refresh=True)
+    except LedgerUnavailable as exc:
+        if store.fail == "open":
+            log.warning("otel-budget: %s; the run token is used as given (fail='open')", exc)
+            return payload
+        raise InvalidRunState(f"attach_run(): the tree {tree} cannot be checked: {exc}") from None
+    if text is None:
+        raise InvalidRunState(
+            f"attach_run(): the run tree {tree} is not recorded in the shared ledger: the token was edited, exported "
+            "without this ledger (instrument(ledger=RedisLedger(...)) in the coordinator), or the tree expired "
+            "(RedisLedger(tree_ttl=...))")
+    what = "the shared ledger's record of the run tree"
+    try:
+        record = json.loads(text)
+    except ValueError:
+        raise InvalidRunState(f"{what} {tree} is damaged") from None
+    if not isinstance(record, dict) or not isinstance(record.get("scopes", []), list):
+        raise InvalidRunState(f"{what} {tree} is damaged")
+    cap = tokens.limits(record.get("limits", {}), "limits", what)
+    limits = dict(cap)
+    for dim, value in payload["limits"].items():  # a token can only narrow (the worker's own budget)
+        limits[dim] = min(value, limits.get(dim, math.inf))
+    scopes = [tokens.scope_of(s, f"scopes[{i}]", what) for i, s in enumerate(record.get("scopes", []))]
+    # the tree's cap in the store is the recorded one; the fleet scopes are the ones the coordinator recorded, only
+    out = {**payload, "limits": limits, "cap": cap, "scopes": scopes}
+    if record.get("deadline") is not None:
+        deadline = amount(record["deadline"], "deadline", what)
+        out["deadline"] = min(deadline, payload.get("deadline", math.inf))
+    return out
+
+
+def decode(token: str, *, signed: bool = False) -> dict[str, Any]:
+    """The token's content, checked: trace context (`tp`, `ts`), `run`, `tree` scope, `limits`, `deadline`,
+    `scopes`. Raises `InvalidRunState` (a ValueError) naming what is wrong; see `tokens`."""
+    return tokens.decode(token, signed=signed)
 
 
 def export_run(run: Run | RunNode | None = None) -> str:
@@ -121,7 +168,7 @@ def export_run(run: Run | RunNode | None = None) -> str:
     share it (runs opened earlier keep drawing from the run's local budget only).
     """
     node = _node(run)
-    tree = _tree_scope(node)
+    tree, created = _tree_scope(node)
     carrier: dict[str, str] = {}
     span_ctx = None
     if node.trace_id and node.span_id:
@@ -149,7 +196,9 @@ def export_run(run: Run | RunNode | None = None) -> str:
             payload["ts"] = carrier["tracestate"]
     if left != math.inf:
         payload["deadline"] = round(time.time() + left, 3)
-    return _encode(payload)
+    if created:
+        _record_tree(payload)
+    return tokens.encode(payload)
 
 
 def _worker_budget(payload: Mapping[str, Any], budget: Budget | None) -> Budget:
@@ -167,6 +216,8 @@ def _worker_budget(payload: Mapping[str, Any], budget: Budget | None) -> Budget:
     if deadline is not None:
         left = max(0.001, float(deadline) - time.time())
         update["max_seconds"] = left if base.max_seconds is None else min(base.max_seconds, left)
+    # every value was checked by `tokens.decode` (finite, >= 0, whole where a count); a limit left at 0 is not a
+    # valid Budget field, yet it must refuse the worker's first call, hence the copy
     return base.model_copy(update=update)
 
 
@@ -174,7 +225,7 @@ class AttachedRun(Run):
     """A run in a worker that belongs to a tree exported by `export_run` (see `attach_run`)."""
 
     def __init__(self, token: str, name: str = "worker", budget: Budget | None = None) -> None:
-        self.payload = decode(token)
+        self.payload = _authoritative(decode(token))
         super().__init__(name, _worker_budget(self.payload, budget))
 
     @property
@@ -184,9 +235,9 @@ class AttachedRun(Run):
 
     def _prepare(self, node: RunNode) -> dict[str, Any]:
         payload = self.payload
-        scopes = [_scope(payload["tree"], payload.get("limits", {}))]
-        for s in payload.get("scopes", []):
-            scopes.append(_scope(s["name"], s.get("limits", {}), s.get("window")))
+        scopes = [_scope(payload["tree"], payload.get("cap", payload["limits"]))]
+        for s in payload["scopes"]:
+            scopes.append(_scope(s["name"], s["limits"], s["window"]))
         _set_scopes(node, tuple(scopes))
         if config.get().ledger is None:
             log.warning(
@@ -221,20 +272,22 @@ def inject(headers: MutableMapping[str, str] | None = None, run: Run | RunNode |
 
 
 def extract(headers: Mapping[str, str]) -> str | None:
-    """The run token carried by `headers` (from `inject`), or None. An incoming `traceparent` header wins over
-    the one in the token (it may name a more precise parent, e.g. an HTTP client span)."""
+    """The run token carried by `headers` (from `inject`), or None. Only a signed token is accepted here (a
+    request's headers come from anyone): without a secret, or with a token that is unsigned or edited, this
+    raises `InvalidRunState`. Nothing reads baggage unless the code calls this. An incoming `traceparent` header
+    wins over the one in the token (it may name a more precise parent, e.g. an HTTP client span)."""
     lowered = {str(k).lower(): str(v) for k, v in headers.items()}
     token = baggage.get_baggage(BAGGAGE_KEY, _BAGGAGE.extract(lowered))
     if not isinstance(token, str):
         return None
-    payload = decode(token)
+    payload = decode(token, signed=True)
     if "traceparent" in lowered:
         payload["tp"] = lowered["traceparent"]
         if lowered.get("tracestate"):
             payload["ts"] = lowered["tracestate"]
         else:
             payload.pop("ts", None)
-    return _encode(payload)
+    return tokens.encode(payload)
 
 
 def tree_usage(token: str) -> dict[str, float]:
@@ -245,5 +298,5 @@ def tree_usage(token: str) -> dict[str, float]:
     return store.read(str(decode(token)["tree"]))
 
 
-__all__ = ["AttachedRun", "BAGGAGE_KEY", "TOKEN_PREFIX", "attach_run", "decode", "export_run", "extract", "inject",
+__all__ = ["AttachedRun", "BAGGAGE_KEY", "InvalidRunState", "TOKEN_PREFIX", "attach_run", "decode", "export_run", "extract", "inject",
            "tree_usage"]

@@ -105,6 +105,7 @@ class RedisLedger:
     `settle_memory`: seconds a settle id is remembered, so a retry within that time is a no-op (at least
     `reservation_ttl`: a released reservation's id is remembered as long, as a tombstone for a late reserve).
     `tree_ttl`: idle seconds after which the keys of an ad-hoc run-tree scope (`run:...`) expire.
+    `paused_ttl`: seconds the record of a paused run is kept (a paused run is resumable that long).
     """
 
     def __init__(
@@ -118,6 +119,7 @@ class RedisLedger:
         retry_interval: float = 1.0,
         settle_memory: float = 600.0,
         tree_ttl: float = 86400.0,
+        paused_ttl: float = 30 * 86400.0,
         cluster: bool = False,
         client: Any = None,
     ) -> None:
@@ -137,6 +139,7 @@ class RedisLedger:
         self._ttl_ms = int(reservation_ttl * 1000)
         self._remember_ms = int(max(settle_memory, reservation_ttl) * 1000)
         self._tree_ms = int(tree_ttl * 1000)
+        self._paused_ms = int(paused_ttl * 1000)
         self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
         self._down_errors: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError, OSError)
         if client is None:
@@ -171,6 +174,31 @@ class RedisLedger:
         """The six keys of a scope; they share the hash tag `{prefix:scope}` (one Cluster slot)."""
         base = "{" + f"{self.prefix}:{scope}" + "}"
         return [f"{base}:used", f"{base}:held", f"{base}:res", f"{base}:exp", f"{base}:done", f"{base}:def"]
+
+    def record_key(self, scope: str, kind: str) -> str:
+        """The key of a record kept beside a scope's counters (same hash tag): `{prefix:scope}:kind`."""
+        return "{" + f"{self.prefix}:{scope}" + "}:" + kind
+
+    def put_record(self, scope: str, kind: str, text: str) -> None:
+        """Keep `text` (canonical JSON) as the authoritative record of a run tree ("tree") or a paused run
+        ("paused"); it expires after `tree_ttl` or `paused_ttl`. Raises LedgerUnavailable."""
+        ttl = self._paused_ms if kind == "paused" else self._tree_ms
+        try:
+            self.client.set(self.record_key(scope, kind), text, px=max(1, ttl))
+        except self._errors as exc:
+            raise LedgerUnavailable(self._unreachable(exc)) from exc
+
+    def get_record(self, scope: str, kind: str, *, refresh: bool = False) -> str | None:
+        """The record kept by `put_record`, or None when there is none; `refresh` restarts its expiry (a tree
+        in use). Raises LedgerUnavailable."""
+        key = self.record_key(scope, kind)
+        try:
+            value = self.client.get(key)
+            if refresh and value is not None:
+                self.client.pexpire(key, max(1, self._paused_ms if kind == "paused" else self._tree_ms))
+        except self._errors as exc:
+            raise LedgerUnavailable(self._unreachable(exc)) from exc
+        return None if value is None else _text(value)
 
     def _idle_ms(self, scope: str) -> int:
         return self._tree_ms if scope.startswith(TREE_SCOPE_PREFIX) else 0

@@ -12,6 +12,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    NonNegativeInt,
     PositiveFloat,
     PositiveInt,
     ValidationInfo,
@@ -252,20 +253,28 @@ class Price(BaseModel):
 
 
 class Usage(BaseModel):
-    """What a run tree consumed."""
+    """What a run tree consumed: whole numbers >= 0 and finite amounts >= 0 (a paused run read back from JSON
+    carries one, and a NaN or negative value there would give quota back)."""
 
-    model_calls: int = 0
-    tool_calls: int = 0
-    input_tokens: int = 0
+    model_calls: NonNegativeInt = 0
+    tool_calls: NonNegativeInt = 0
+    input_tokens: NonNegativeInt = 0
     """Includes cached tokens."""
-    output_tokens: int = 0
+    output_tokens: NonNegativeInt = 0
     """Includes reasoning tokens."""
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    reasoning_tokens: int = 0
-    cost_usd: float = 0.0
-    seconds: float = 0.0
-    unpriced_calls: int = 0
+    cache_read_tokens: NonNegativeInt = 0
+    cache_write_tokens: NonNegativeInt = 0
+    reasoning_tokens: NonNegativeInt = 0
+    cost_usd: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    seconds: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    unpriced_calls: NonNegativeInt = 0
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, bool):
+            raise ValueError(f"{info.field_name}={value!r}: a bool is not a count; give a number >= 0")
+        return value
 
     @property
     def total_tokens(self) -> int:

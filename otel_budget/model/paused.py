@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError, model_validator
 from pydantic_core import to_jsonable_python
 
 from .budget import Budget, Usage
@@ -27,9 +27,9 @@ class PendingCall(BaseModel):
     """What the call acts on (a recipient, a remote, a path), when its arguments name it."""
     limit: str | None = None
     """For kind "limit": the Budget field reached, e.g. `max_usd`."""
-    used: float | None = None
+    used: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     """For kind "limit": what the run had used of it (seconds for `max_seconds`)."""
-    cap: float | None = None
+    cap: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     """For kind "limit": the limit's value when the run paused."""
 
     def describe(self) -> str:
@@ -50,12 +50,18 @@ class ToolRecord(BaseModel):
 
 class PausedRun(BaseModel):
     """A run paused for approval: the pending call, the work done, the quota used. JSON round trip:
-    `paused.model_dump_json()` / `PausedRun.model_validate_json(text)`."""
+    `paused.model_dump_json()` / `PausedRun.model_validate_json(text)`.
+
+    Every number is checked on the way in (whole or finite numbers >= 0; `budget` as a Budget's fields): an
+    edited one is refused with an error naming the field. With a secret (`instrument(secret=...)`) it carries
+    a `signature`, and `resume` refuses one edited after it was signed."""
 
     model_config = ConfigDict(extra="ignore")
 
     version: int = 1
     run_name: str
+    run_id: str = ""
+    """Random id of this pause; with a `RedisLedger` its quota, limits and policy are kept there under it."""
     pending: PendingCall | None = None
     usage: Usage = Field(default_factory=Usage)
     """The quota consumed before the pause; `seconds` is run time, the wait for a person is not in it."""
@@ -66,18 +72,37 @@ class PausedRun(BaseModel):
     """Tool calls that ran before the pause (through `@tool`); a resume answers them from here, once each."""
     state: Any = None
     """What the code saved with `run.checkpoint(...)`, as JSON (e.g. the messages so far)."""
-    tools_requested: dict[str, int] = Field(default_factory=dict)
-    tools_executed: dict[str, int] = Field(default_factory=dict)
-    pending_tools: dict[str, int] = Field(default_factory=dict)
+    tools_requested: dict[str, NonNegativeInt] = Field(default_factory=dict)
+    tools_executed: dict[str, NonNegativeInt] = Field(default_factory=dict)
+    pending_tools: dict[str, NonNegativeInt] = Field(default_factory=dict)
     """Tool calls the model asked for that have not run yet (already counted as tool calls)."""
     denied: list[str] = Field(default_factory=list)
     """Operations a person denied earlier in this run."""
     trace_id: str | None = None
     span_id: str | None = None
     """The paused run span: the resumed run span is its child, in the same trace."""
-    paused_at: float = 0.0
+    paused_at: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     """Unix time of the pause."""
     detail: str = ""
+    signature: str | None = None
+    """HMAC-SHA256 of the rest (see `otel_budget.model.trust`), when a secret was configured at the pause."""
+
+    @model_validator(mode="after")
+    def _check_budget(self) -> PausedRun:
+        for key in ("approve", "scope"):
+            if key in self.budget:
+                raise ValueError(f"budget.{key} is not kept in a paused run (the policy is `policy`); remove it")
+        try:
+            Budget(**self.budget)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ValueError(f"budget.{where}: {first['msg']}") from None
+        return self
+
+    def signed_content(self) -> dict[str, Any]:
+        """What the signature covers: everything but the signature, as JSON."""
+        return self.model_dump(mode="json", exclude={"signature"})
 
     def make_budget(self) -> Budget:
         """The budget the run had (the policy's predicate, not serializable, is not in it)."""

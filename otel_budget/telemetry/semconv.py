@@ -171,4 +171,6 @@ DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 
 ENV_CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 #: Environment variable holding the default budget as a JSON object of Budget fields.
 ENV_BUDGET_DEFAULT = "OTEL_BUDGET_DEFAULT"
+#: Environment variable holding the secret that signs paused runs and run tokens (`instrument(secret=...)`).
+ENV_BUDGET_SECRET = "OTEL_BUDGET_SECRET"
 TRACER_NAME = "otel_budget"

@@ -68,14 +68,14 @@ def instrumented() -> Iterator[object]:
     """A function `use(ledger)` that instruments with that ledger and in-memory telemetry; undone after."""
     made: list[Fleet] = []
 
-    def use(store: object, prices: dict | None = None) -> Fleet:
+    def use(store: object, prices: dict | None = None, secret: str | None = None) -> Fleet:
         exporter = InMemorySpanExporter()
         tracer_provider = TracerProvider()
         tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
         reader = InMemoryMetricReader()
         otel_budget.instrument(
             tracer_provider=tracer_provider, meter_provider=MeterProvider(metric_readers=[reader]), ledger=store,
-            prices=prices,
+            prices=prices, secret=secret,
         )
         fleet = Fleet(exporter=exporter, metrics=reader)
         made.append(fleet)

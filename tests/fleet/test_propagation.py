@@ -84,7 +84,7 @@ def test_the_token_carries_trace_context_remaining_limits_deadline_and_fleet_sco
 def test_inject_and_extract_carry_the_token_in_w3c_headers(
     ledger: RedisLedger, instrumented, llm: ScriptedLLM, oai: openai.OpenAI
 ) -> None:
-    fleet = instrumented(ledger)
+    fleet = instrumented(ledger, secret="s3cret")  # extract() accepts signed tokens only
     llm.default = Turn(text="ok", input_tokens=5, output_tokens=5)
     with otel_budget.run("coordinator", budget=Budget(max_steps=3)):
         headers = prop.inject({})
