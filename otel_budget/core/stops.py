@@ -100,15 +100,16 @@ class NodeStops(NodeState):
         detail = f"{what} was not sent: it would exceed {field}{where} ({refusal.describe()})."
         return self.stop(reason, field, detail, by=by, pausable=not shared)
 
-    def _check_open(self, what: str) -> None:
-        """Refuse work for a run that has ended (a thread it started outlived it): a closed run is never charged.
+    def _check_open(self, what: str, done: str = "was not sent") -> None:
+        """Refuse work for a run that has ended (a thread it started outlived it, or code charging it after its
+        `with` block): a closed run is never charged.
 
         The ended run's outcome is final; an open run below it (opened in that thread) records the stop.
         """
         ended = next((n for n in self.chain if n.closed), None)
         if ended is None:
             return
-        detail = (f"{what} was not sent: the run '{ended.name}' it belongs to has already ended (the work was started "
+        detail = (f"{what} {done}: the run '{ended.name}' it belongs to has already ended (the work was started "
                   "in the run, e.g. in a thread, and outlived it); wait for such work before the run ends, or start "
                   "it outside the run.")
         if ended is self:  # no open run of this work to catch it: it propagates as outside any run
