@@ -89,7 +89,7 @@ class NodeStops(NodeState):
         floor = _EXHAUSTED_AT.get(dim, 0.0)
         return next((n for n in self.chain if n.account.headroom(dim) <= floor), self)
 
-    def _refusal_error(self, refusal: lg.Refusal, what: str, shared: bool = False) -> BudgetExceeded:
+    def _refusal_error(self, refusal: lg.Refusal, what: str, shared: bool = False, note: str = "") -> BudgetExceeded:
         by = self._refuser(refusal, shared)
         if refusal.dim not in _DIM_REASON and refusal.message:  # the store refused for its own reason
             return self.stop(StopReason.ERROR, None, f"{what} was not sent: {refusal.message}.", by=by)
@@ -97,7 +97,7 @@ class NodeStops(NodeState):
         where = f" of run '{refusal.scope}'" if refusal.scope and refusal.scope != self.name else ""
         if shared:
             where = f" of the shared budget '{refusal.scope}'"
-        detail = f"{what} was not sent: it would exceed {field}{where} ({refusal.describe()})."
+        detail = f"{what} was not sent: it would exceed {field}{where} ({refusal.describe()}).{note}"
         return self.stop(reason, field, detail, by=by, pausable=not shared)
 
     def _check_open(self, what: str, done: str = "was not sent") -> None:
