@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,6 +76,8 @@ class RecordedRequest:
     body: dict[str, Any]
     api: str
     """One of ``openai.chat``, ``openai.responses``, ``anthropic.messages``."""
+    received: float = field(default_factory=time.monotonic)
+    """When the server received it (``time.monotonic()``): e.g. to check that no retry started after a deadline."""
 
     @property
     def model(self) -> str | None:
