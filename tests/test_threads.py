@@ -8,6 +8,7 @@ import contextvars
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 from _support import ask
 
 import otel_budget as ob
@@ -211,3 +212,33 @@ def test_outside_a_run_threads_keep_their_own_context(otel):
     with ThreadPoolExecutor(1) as pool:
         seen.append(pool.submit(var.get).result())
     assert seen == ["unset", "unset"]  # as without otel-budget: nothing is copied when no run is current
+
+
+def test_charging_a_closed_run_is_refused_like_work_that_outlived_it(otel, llm, oai):
+    llm.default = Turn(text="x")
+    with ob.run("charged", budget=ob.Budget(max_usd=1.0)) as run:
+        ask(oai)
+        run.charge(usd=0.25, name="browser")
+    used = run.node.account.used["usd"]
+    outcome = run.outcome.model_dump()
+    late: list[BaseException] = []
+
+    def lingering() -> None:
+        try:
+            run.charge(usd=0.5, name="browser")
+        except ob.BudgetExceeded as exc:
+            late.append(exc)
+
+    with pytest.raises(ob.BudgetExceeded) as caught:
+        run.charge(usd=0.5, name="browser")
+    thread = threading.Thread(target=lingering)
+    thread.start()
+    thread.join()
+    for exc in (caught.value, *late):
+        assert exc.reason is ob.StopReason.CANCELLED
+        assert "'charged' it belongs to has already ended" in str(exc)
+        assert "run.charge(usd=0.5, name='browser')" in str(exc)
+    assert len(late) == 1
+    assert run.node.account.used["usd"] == used  # nothing was added to the closed run
+    assert run.node.charges == {"browser": 0.25}
+    assert run.outcome.model_dump() == outcome

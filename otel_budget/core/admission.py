@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -13,7 +14,7 @@ from ..model.outcome import BudgetExceeded, UnknownPriceError
 from ..telemetry import semconv as sc
 from . import config
 from . import ledger as lg
-from .in_flight import RoomPending, _holder
+from .in_flight import ADMISSION_WAIT, RoomPending, _holder
 from .node_state import _DIM_REASON, _LOCAL_STORE, Admission
 from .settlement import NodeSettlement
 
@@ -196,6 +197,7 @@ class NodeAdmission(NodeSettlement):
         root = self.root
         settled = root.settled_count
         refusal = lg.reserve(self.accounts, adm.amounts, self.lock)
+        until: float | None = None
         while refusal is not None:
             # Only what other calls hold in flight may be in the way: wait for one of them to settle, re-check.
             how = self._may_wait(refusal, adm.amounts)
@@ -203,15 +205,17 @@ class NodeAdmission(NodeSettlement):
                 break
             if how == "task":
                 raise RoomPending(self, settled)  # the async wrapper awaits `wait_settled` and admits again
+            until = self.wait_until() if until is None else until
             with root.settled:
                 seen = settled
-                root.settled.wait_for(lambda: root.settled_count != seen, timeout=self._wait_limit())  # noqa: B023
+                root.settled.wait_for(lambda: root.settled_count != seen,  # noqa: B023
+                                      timeout=max(0.0, until - time.monotonic()))
                 if root.settled_count == settled:
                     break  # nothing settled in time: refuse
                 settled = root.settled_count
             refusal = lg.reserve(self.accounts, adm.amounts, self.lock)
         if refusal is not None:
-            raise self._refusal_error(refusal, what)
+            raise self._refusal_after_wait(refusal, adm.amounts, what)
         if self.scopes:
             adm.shared = self._reserve_shared(adm.amounts, what, local=adm.amounts)
         if self.deadline is not math.inf:
@@ -221,6 +225,18 @@ class NodeAdmission(NodeSettlement):
             adm.turn = root.turns
             adm.thread = _holder()
             root.in_flight[adm.thread] += 1
+
+    def _refusal_after_wait(self, refusal: lg.Refusal, amounts: dict[str, float], what: str) -> BudgetExceeded:
+        """The error of a call that does not fit: a time stop when the run's time ran out meanwhile (while it
+        waited for calls in flight); else the limit's, saying so when calls in flight hold the room it needs."""
+        if self.deadline is not math.inf and self.time_left() <= 0:
+            return self.stop(StopReason.TIME, "max_seconds", f"{what} was not sent: the run's time ran out while it "
+                             "waited for calls in flight to settle.", by=self._deadline_owner())
+        note = ""
+        if self.held_in_flight(refusal, amounts):
+            note = (" Calls in flight hold the rest and none settled in time (a refused call waits for them at most "
+                    f"{ADMISSION_WAIT:g} s, or until the run's deadline).")
+        return self._refusal_error(refusal, what, note=note)
 
     def precheck(self, provider: str, model: str, max_output: int | None, input_chars: Callable[[], int]) -> None:
         """Raise BudgetExceeded (recording the stop) when a call like this would be refused now; keeps nothing.

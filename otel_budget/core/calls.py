@@ -34,6 +34,17 @@ class RetryCut(Exception):
     """Raised inside an SDK's retry loop when its next attempt would start after the run's deadline."""
 
 
+def _retry_cut(error: BaseException) -> RetryCut | None:
+    """The RetryCut in `error` or what it was raised from (an SDK may wrap the cut of a retry loop it runs inside
+    its own, as LiteLLM wraps the openai SDK's), else None."""
+    seen: BaseException | None = error
+    for _ in range(8):
+        if seen is None or isinstance(seen, RetryCut):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 class Guard:
     """Holds one admitted call until it is settled (finish, fail or abandon: whichever comes first, once)."""
 
@@ -81,14 +92,18 @@ class Guard:
             return None
         return max(0.001, self.deadline - time.monotonic())
 
-    def retry_timeout(self, delay: float) -> float | None:
-        """The SDK waits `delay` seconds, then sends the call again: the timeout of that attempt (None: no time
-        limit). Raises `RetryCut` when the attempt would start after the deadline."""
+    def retry_timeout(self, delay: float, failed: BaseException | None = None) -> float | None:
+        """The SDK waits `delay` seconds, then sends the call again (after the attempt that raised `failed`): the
+        timeout of that attempt (None: no time limit). Raises `RetryCut` when the attempt would start after the
+        deadline."""
         if self.deadline == math.inf:
             return None
         left = self.deadline - time.monotonic() - delay
         if left <= 0:
-            raise RetryCut(f"the SDK's retry in {delay:.3g} s would start after the run's deadline")
+            cut = RetryCut(f"the SDK's retry in {delay:.3g} s would start after the run's deadline")
+            if failed is not None:
+                cut.__context__ = failed  # what the call failed with, as when raised inside the SDK's except block
+            raise cut
         return left
 
     def _claim(self) -> bool:
@@ -105,7 +120,7 @@ class Guard:
         return self.node.stop(StopReason.TIME, "max_seconds", detail)
 
     def _out_of_time(self, error: BaseException) -> bool:
-        return isinstance(error, RetryCut) or time.monotonic() >= self.deadline
+        return _retry_cut(error) is not None or time.monotonic() >= self.deadline
 
     def finish(self) -> None:
         """The call completed; `call.usage` holds what the API reported (or None)."""
@@ -123,8 +138,9 @@ class Guard:
         self._settle()
         if out_of_time:
             detail = "the run's time ran out while a call was in flight."
-            if isinstance(error, RetryCut):
-                detail = f"the call failed and {error} (max_seconds)."
+            cut = _retry_cut(error)
+            if cut is not None:
+                detail = f"the call failed and {cut} (max_seconds)."
             exc = self._time_stop(detail)
             exc.__cause__ = cause
             return exc

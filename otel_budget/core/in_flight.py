@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 import threading
+import time
 from contextvars import ContextVar
 
 from . import ledger as lg
@@ -13,8 +14,10 @@ from .stops import NodeStops
 
 #: Dimensions a call in flight may give back when it settles: a refusal on them can wait for that.
 _WAIT_DIMS = frozenset({"input_tokens", "output_tokens", "total_tokens", "usd"})
-#: The longest a refused call waits for one call in flight to settle before it is refused after all.
-_MAX_ADMISSION_WAIT = 60.0
+#: The longest a refused call waits, in all, for calls in flight to settle before it is refused after all, when the
+#: run has no deadline (with one, it waits at most until the deadline, if that comes sooner). A holder that never
+#: settles (a stream opened and never read, a hung call) so delays the agent's other threads by this much at most.
+ADMISSION_WAIT = 10.0
 
 #: Set by async adapters while they admit a call: a refusal that only waits for calls in flight raises
 #: RoomPending for them to await, instead of refusing.
@@ -29,9 +32,10 @@ class RoomPending(Exception):  # noqa: N818 - not an error: a signal to the asyn
         self.node = node
         self.seen = seen
 
-    async def wait(self) -> bool:
-        """True once a call settled (admit again); False when none did in time (admit again, without waiting)."""
-        return await self.node.wait_settled(self.seen)
+    async def wait(self, until: float | None = None) -> bool:
+        """True once a call settled (admit again); False when none did by `until` (`time.monotonic()`; default:
+        the wait limit from now), then admit again without waiting."""
+        return await self.node.wait_settled(self.seen, self.node.wait_until() if until is None else until)
 
 
 def may_await_room() -> ContextVar[bool]:
@@ -120,8 +124,24 @@ class NodeInFlight(NodeStops):
             return "thread"
         return "task" if _MAY_AWAIT_ROOM.get() else None  # blocking would stall the loop that runs the calls
 
-    async def wait_settled(self, seen: int) -> bool:
-        """Wait (in an asyncio task) until a call of the tree settles after `seen` settlements; False on timeout."""
+    def wait_until(self) -> float:
+        """When a refused call that starts waiting now gives up (`time.monotonic()`): ADMISSION_WAIT from now, or the
+        run tree's deadline if sooner. One bound for all its waits, however many calls settle meanwhile."""
+        return time.monotonic() + max(0.0, min(ADMISSION_WAIT, self.time_left()))
+
+    def held_in_flight(self, refusal: lg.Refusal, amounts: dict[str, float]) -> bool:
+        """Whether the refused call would fit if the calls in flight held nothing (they took the room it needs)."""
+        if refusal.dim not in _WAIT_DIMS or refusal.message:
+            return False
+        with self.lock:
+            if sum(self.root.in_flight.values()) <= 0:
+                return False
+            dim, amount = refusal.dim, amounts.get(refusal.dim, 0.0)
+            return all(acc.limits.get(dim, math.inf) >= acc.used[dim] + amount - 1e-12 for acc in self.accounts)
+
+    async def wait_settled(self, seen: int, until: float) -> bool:
+        """Wait (in an asyncio task) until a call of the tree settles after `seen` settlements; False when none did
+        by `until` (`time.monotonic()`)."""
         root = self.root
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
@@ -131,7 +151,7 @@ class NodeInFlight(NodeStops):
                 return True
             root.room_waiters.append(waiter)
         try:
-            await asyncio.wait_for(fut, timeout=self._wait_limit())
+            await asyncio.wait_for(fut, timeout=max(0.0, until - time.monotonic()))
             return True
         except TimeoutError:
             return False
@@ -139,6 +159,3 @@ class NodeInFlight(NodeStops):
             with root.settled:
                 if waiter in root.room_waiters:
                     root.room_waiters.remove(waiter)
-
-    def _wait_limit(self) -> float:
-        return max(0.0, min(_MAX_ADMISSION_WAIT, self.time_left()))

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from ..model.budget import Budget, StopReason, plural
 from ..telemetry import semconv as sc
+from . import config
 from .run import Run, current_run
 
 if TYPE_CHECKING:
@@ -88,6 +89,7 @@ class ResumedRun(Run):
 
     def _prepare(self, node: RunNode) -> dict[str, Any]:
         p = self.resumed_from
+        config.get().telemetry.resumed(p.run_name)  # it waits no more; counted in runs_total when it ends
         node.carry_over(p.usage)
         node.tools_requested.update(p.tools_requested)
         node.tools_executed.update(p.tools_executed)

@@ -111,8 +111,12 @@ class NodeSettlement(NodeInFlight):
         self._check_near()
 
     def charge(self, usd: float, name: str = "charge") -> None:
-        """Charge a cost no instrumented client reports (a browser, a paid API); it counts against max_usd."""
+        """Charge a cost no instrumented client reports (a browser, a paid API); it counts against max_usd.
+
+        A run that has ended is never charged: BudgetExceeded (`cancelled`) says so, as for a call made from work
+        that outlived the run."""
         usd = check_cost(usd, "charge(usd=...)")
+        self._check_open(f"run.charge(usd={usd!r}, name={name!r})", "was not counted")
         lg.settle(self.accounts, {}, {"usd": float(usd)}, self.lock)
         self._charge_shared({"usd": float(usd)})
         self.charges[name] = self.charges.get(name, 0.0) + usd

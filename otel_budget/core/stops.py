@@ -89,7 +89,7 @@ class NodeStops(NodeState):
         floor = _EXHAUSTED_AT.get(dim, 0.0)
         return next((n for n in self.chain if n.account.headroom(dim) <= floor), self)
 
-    def _refusal_error(self, refusal: lg.Refusal, what: str, shared: bool = False) -> BudgetExceeded:
+    def _refusal_error(self, refusal: lg.Refusal, what: str, shared: bool = False, note: str = "") -> BudgetExceeded:
         by = self._refuser(refusal, shared)
         if refusal.dim not in _DIM_REASON and refusal.message:  # the store refused for its own reason
             return self.stop(StopReason.ERROR, None, f"{what} was not sent: {refusal.message}.", by=by)
@@ -97,18 +97,19 @@ class NodeStops(NodeState):
         where = f" of run '{refusal.scope}'" if refusal.scope and refusal.scope != self.name else ""
         if shared:
             where = f" of the shared budget '{refusal.scope}'"
-        detail = f"{what} was not sent: it would exceed {field}{where} ({refusal.describe()})."
+        detail = f"{what} was not sent: it would exceed {field}{where} ({refusal.describe()}).{note}"
         return self.stop(reason, field, detail, by=by, pausable=not shared)
 
-    def _check_open(self, what: str) -> None:
-        """Refuse work for a run that has ended (a thread it started outlived it): a closed run is never charged.
+    def _check_open(self, what: str, done: str = "was not sent") -> None:
+        """Refuse work for a run that has ended (a thread it started outlived it, or code charging it after its
+        `with` block): a closed run is never charged.
 
         The ended run's outcome is final; an open run below it (opened in that thread) records the stop.
         """
         ended = next((n for n in self.chain if n.closed), None)
         if ended is None:
             return
-        detail = (f"{what} was not sent: the run '{ended.name}' it belongs to has already ended (the work was started "
+        detail = (f"{what} {done}: the run '{ended.name}' it belongs to has already ended (the work was started "
                   "in the run, e.g. in a thread, and outlived it); wait for such work before the run ends, or start "
                   "it outside the run.")
         if ended is self:  # no open run of this work to catch it: it propagates as outside any run

@@ -121,13 +121,87 @@ def _key(tool: str, arguments: Any) -> str:
     return f"{tool}\x00{canonical_arguments(arguments)}"
 
 
+#: How deep a value kept in a pause (tool arguments, checkpointed state) may nest; deeper parts are cut (pydantic
+#: cannot serialize much deeper, and walking them recursively would exhaust the stack).
+MAX_DEPTH = 100
+#: What stands in for the part of a value nested deeper than MAX_DEPTH.
+TOO_DEEP = f"<nested deeper than {MAX_DEPTH} levels: not kept>"
+#: How many values a cut copy keeps (a structure that refers to itself would otherwise unfold without end).
+MAX_VALUES = 10_000
+TOO_MANY = f"<more than {MAX_VALUES} values: not kept>"
+
+
 def _jsonable(value: Any) -> Any:
+    """`value` as plain JSON data, never raising: values JSON cannot hold become their repr, and the parts of a
+    value nested deeper than MAX_DEPTH are replaced by TOO_DEEP (walked without recursion)."""
     if value is None:
         return None
+    if _depth_over(value, MAX_DEPTH):
+        value = _cut(value, MAX_DEPTH)
     try:
-        return to_jsonable_python(value, fallback=repr, exclude_none=True)
-    except Exception:  # noqa: BLE001
+        return to_jsonable_python(value, fallback=_safe_repr, exclude_none=True)
+    except Exception:  # noqa: BLE001 - e.g. an object nested deep inside a model: keep what it is
+        return _safe_repr(value)
+
+
+def _safe_repr(value: Any) -> str:
+    try:
         return repr(value)
+    except Exception:  # noqa: BLE001 - a repr that fails or recurses too deep
+        return f"<{type(value).__name__} that could not be shown>"
+
+
+def _children(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        return list(value.values())
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return list(value)
+    return []
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    """Whether dicts and sequences in `value` nest deeper than `limit` (walked without recursion)."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        children = _children(item)
+        if children and depth >= limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _cut(value: Any, limit: int) -> Any:
+    """A copy of `value` whose dicts and sequences nested deeper than `limit` are TOO_DEEP (no recursion)."""
+    kept = 0
+
+    def shell(item: Any, depth: int) -> Any:
+        nonlocal kept
+        kept += 1
+        if kept > MAX_VALUES:
+            return TOO_MANY
+        if not _children(item):
+            return item
+        if depth >= limit:
+            return TOO_DEEP
+        return {} if isinstance(item, dict) else []
+
+    root = shell(value, 0)
+    stack = [(value, root, 0)]
+    while stack:
+        item, copy, depth = stack.pop()
+        if not isinstance(copy, (dict, list)):
+            continue
+        pairs = item.items() if isinstance(item, dict) else enumerate(item)
+        for key, child in pairs:
+            sub = shell(child, depth + 1)
+            if isinstance(copy, dict):
+                copy[key] = sub
+            else:
+                copy.append(sub)
+            if isinstance(sub, (dict, list)) and sub is not child:
+                stack.append((child, sub, depth + 1))
+    return root
 
 
 def _describe(tool: str, arguments: Any) -> str:

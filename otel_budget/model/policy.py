@@ -98,7 +98,7 @@ def _as_dict(arguments: Any) -> dict[str, Any]:
     if isinstance(arguments, str):
         try:
             value = json.loads(arguments) if arguments.strip() else {}
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested too deep to parse: the text itself
             return {"input": arguments}
         return value if isinstance(value, dict) else {"input": value}
     return {"input": arguments}

@@ -101,6 +101,11 @@ class Telemetry:
         )
         self.cost = meter.create_counter(sc.METRIC_COST, description="Money spent on model calls, in USD.")
         self.runs = meter.create_counter(sc.METRIC_RUNS, description="Finished runs by stop reason.")
+        #: +1 when a run pauses for a decision, -1 when a paused run is resumed (in this process or another: summed
+        #: by run_name across processes it is the number of runs waiting now).
+        self.awaiting = meter.create_up_down_counter(
+            sc.METRIC_RUNS_AWAITING_APPROVAL, description="Runs paused for a person's decision, not yet resumed."
+        )
         self.near_cap = meter.create_counter(sc.METRIC_RUNS_NEAR_CAP, description="Runs that crossed Budget.near.")
         self.fail_open = meter.create_counter(
             sc.METRIC_LEDGER_FAIL_OPEN, description="Calls let through while the shared ledger was unreachable."
@@ -241,11 +246,21 @@ class Telemetry:
                 span.add_event(sc.EVENT_STOP, event)
             if outcome.stop_reason is StopReason.ERROR:
                 span.set_status(Status(StatusCode.ERROR, outcome.detail or "error"))
-            self.runs.add(1, {sc.LABEL_RUN_NAME: node.name, sc.LABEL_STOP_REASON: reason})
+            if outcome.stop_reason is StopReason.AWAITING_APPROVAL:  # not finished: it waits (see `resumed`)
+                self.awaiting.add(1, {sc.LABEL_RUN_NAME: node.name})
+            else:
+                self.runs.add(1, {sc.LABEL_RUN_NAME: node.name, sc.LABEL_STOP_REASON: reason})
         except Exception:  # noqa: BLE001
             log.debug("otel-budget: could not record the run span", exc_info=True)
         finally:
             span.end()
+
+    def resumed(self, name: str) -> None:
+        """A paused run of `name` goes on after a decision: it no longer waits (it is counted when it ends)."""
+        try:
+            self.awaiting.add(-1, {sc.LABEL_RUN_NAME: name})
+        except Exception:  # noqa: BLE001
+            log.debug("otel-budget: could not record a resume", exc_info=True)
 
     def _observe_utilization(self, options: CallbackOptions) -> Iterable[Observation]:
         with self._lock:

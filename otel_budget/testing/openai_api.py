@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from typing import Any
 
 from .sse import Event
-from .turns import Plan, Turn, split_args, split_text
+from .turns import Plan, Turn, arguments_text, split_args, split_text
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -56,7 +55,7 @@ def chat_completion(plan: Plan, rid: str) -> dict[str, Any]:
             {
                 "id": tc.id,
                 "type": "function",
-                "function": {"name": tc.name, "arguments": json.dumps(tc.arguments)},
+                "function": {"name": tc.name, "arguments": arguments_text(tc)},
             }
             for tc in plan.tool_calls
         ]
@@ -103,7 +102,7 @@ def chat_stream(plan: Plan, rid: str, turn: Turn, body: dict[str, Any]) -> list[
             "function": {"name": tc.name, "arguments": ""},
         }
         events.append(chunk({"tool_calls": [head]}))
-        for piece in split_args(json.dumps(tc.arguments)):
+        for piece in split_args(arguments_text(tc)):
             events.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
     events.append(chunk({}, _chat_finish(plan)))
     if include_usage:
@@ -161,7 +160,7 @@ def _final_output(plan: Plan, items: list[tuple[str, Any]]) -> list[dict[str, An
     return [
         _message_item(plan, iid, status, plan.text)
         if src is None
-        else _call_item(src, iid, "completed", json.dumps(src.arguments))
+        else _call_item(src, iid, "completed", arguments_text(src))
         for iid, src in items
     ]
 
@@ -247,7 +246,7 @@ def responses_stream(
                     "item": _call_item(src, iid, "in_progress", ""),
                 }
             )
-            arguments = json.dumps(src.arguments)
+            arguments = arguments_text(src)
             for piece in split_args(arguments):
                 raw.append({"type": "response.function_call_arguments.delta", **where, "delta": piece})
             raw.append(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,9 +14,16 @@ class ToolCall:
     """A tool call the scripted model requests."""
 
     name: str
-    arguments: dict[str, Any] = field(default_factory=dict)
+    arguments: dict[str, Any] | str = field(default_factory=dict)
+    """A dict, sent as its JSON; or JSON text, sent exactly as given (OpenAI APIs: e.g. arguments nested deeper
+    than `json.dumps` can encode)."""
     id: str | None = None
     """Call id on the wire; ``None`` gives a fresh ``call_<n>`` on every response."""
+
+
+def arguments_text(tc: ToolCall) -> str:
+    """The JSON text of a tool call's arguments as the wire carries it."""
+    return tc.arguments if isinstance(tc.arguments, str) else json.dumps(tc.arguments)
 
 
 @dataclass
@@ -68,6 +76,8 @@ class RecordedRequest:
     body: dict[str, Any]
     api: str
     """One of ``openai.chat``, ``openai.responses``, ``anthropic.messages``."""
+    received: float = field(default_factory=time.monotonic)
+    """When the server received it (``time.monotonic()``): e.g. to check that no retry started after a deadline."""
 
     @property
     def model(self) -> str | None:
@@ -117,13 +127,15 @@ def output_limit(api: str, body: dict[str, Any]) -> int | None:
 def make_plan(turn: Turn, api: str, body: dict[str, Any], raw_len: int, next_id: Any) -> Plan:
     """Resolve token counts, truncation and call ids for one answer."""
     text = turn.text or ""
-    args_json = "".join(json.dumps(tc.arguments) for tc in turn.tool_calls)
+    args_json = "".join(arguments_text(tc) for tc in turn.tool_calls)
     cached = turn.cache_read_tokens + turn.cache_write_tokens
     input_tokens = turn.input_tokens if turn.input_tokens is not None else max(1, raw_len // 4)
     input_tokens = max(input_tokens, cached)
     output = turn.output_tokens if turn.output_tokens is not None else max(1, len(text + args_json) // 4)
     tool_calls = [
-        ToolCall(tc.name, dict(tc.arguments), tc.id or f"call_{next_id()}") for tc in turn.tool_calls
+        ToolCall(tc.name, tc.arguments if isinstance(tc.arguments, str) else dict(tc.arguments),
+                 tc.id or f"call_{next_id()}")
+        for tc in turn.tool_calls
     ]
     limit = output_limit(api, body)
     truncated = limit is not None and limit < output

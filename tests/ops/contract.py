@@ -27,6 +27,7 @@ CONTRACT_SERIES = frozenset(
         "otel_budget_runs_total",
         "otel_budget_run_utilization",
         "otel_budget_runs_near_cap_total",
+        "otel_budget_runs_awaiting_approval",
         *(f"gen_ai_client_token_usage_{s}" for s in ("bucket", "count", "sum")),
         *(f"gen_ai_client_operation_duration_seconds_{s}" for s in ("bucket", "count", "sum")),
     }

@@ -4,7 +4,8 @@ An agent run (real openai SDK against ScriptedLLM) makes 9 of its 10 allowed ste
 OpenTelemetry Prometheus exporter serves its metrics on 127.0.0.1; Prometheus 2.42 scrapes and evaluates
 every second with a copy of grafana/prometheus/rules/*.rules.yaml whose `for:` is shortened. The near-cap
 alert must fire while the run is paused; after the run stops at its step limit, the stopped-run alert. A run
-paused at a limit (`on_limit="pause"`) must show as `stop_reason="awaiting_approval"` and fire the awaiting alert.
+paused at a limit (`on_limit="pause"`) must show in `otel_budget_runs_awaiting_approval` (not yet in runs_total)
+and fire the awaiting alert, which resolves once a person declines it (then it counts once, as `steps`).
 """
 
 from __future__ import annotations
@@ -165,8 +166,21 @@ def test_a_run_paused_at_a_limit_is_scraped_as_awaiting_approval_and_fires_the_d
             "AgentRunAwaitingApproval did not fire for the run paused at max_steps",
             lambda a: _firing(a, "AgentRunAwaitingApproval", run_name=PAUSED_RUN_NAME),
         )
-        runs = prom.query(f'otel_budget_runs_total{{run_name="{PAUSED_RUN_NAME}"}}')
-        assert [(s["metric"]["stop_reason"], float(s["value"][1])) for s in runs] == [("awaiting_approval", 1.0)]
+        waiting = prom.query(f'otel_budget_runs_awaiting_approval{{run_name="{PAUSED_RUN_NAME}"}}')
+        assert [float(s["value"][1]) for s in waiting] == [1.0]
+        # Paused is not finished: no stop reason is counted for it yet.
+        assert prom.query(f'otel_budget_runs_total{{run_name="{PAUSED_RUN_NAME}"}}') == []
         (alert,) = [a for a in prom.alerts() if a["labels"]["alertname"] == "AgentRunAwaitingApproval"]
         assert "resume or decline" in alert["annotations"]["summary"]
         assert not _active(prom.alerts(), "AgentRunStoppedByLimit")
+
+        # A person declines: the run ends `steps`, is counted once, waits no more, and the alert resolves.
+        with otel_budget.resume(run.outcome.paused, approved=False) as declined:
+            pass
+        assert declined.outcome.stop_reason == otel_budget.StopReason.STEPS
+        _wait_for(prom, "AgentRunAwaitingApproval did not resolve after the decision",
+                  lambda a: not _active(a, "AgentRunAwaitingApproval"))
+        runs = prom.query(f'otel_budget_runs_total{{run_name="{PAUSED_RUN_NAME}"}}')
+        assert [(s["metric"]["stop_reason"], float(s["value"][1])) for s in runs] == [("steps", 1.0)]
+        waiting = prom.query(f'otel_budget_runs_awaiting_approval{{run_name="{PAUSED_RUN_NAME}"}}')
+        assert [float(s["value"][1]) for s in waiting] == [0.0]

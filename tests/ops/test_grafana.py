@@ -208,10 +208,10 @@ def test_near_cap_alert_uses_the_near_line_and_stopped_alert_excludes_done_and_a
     assert 'stop_reason!~"done|awaiting_approval"' in rules["AgentRunStoppedByLimit"]["expr"]
 
 
-def test_awaiting_approval_alert_and_stat_count_only_paused_runs_and_say_what_to_do() -> None:
+def test_awaiting_approval_alert_and_stat_count_the_runs_waiting_now_and_say_what_to_do() -> None:
     rule = _prometheus_rules()["AgentRunAwaitingApproval"]
-    assert rule["expr"].count('stop_reason="awaiting_approval"') == 2
-    assert "offset 5m" in rule["expr"]  # the first pause of a name creates its series at 1
+    assert "otel_budget_runs_awaiting_approval" in rule["expr"] and "runs_total" not in rule["expr"]
+    assert "sum by (run_name)" in rule["expr"]  # summed over the processes that paused and resumed
     assert "resume or decline" in rule["annotations"]["summary"]
     assert "approved=True" in rule["annotations"]["description"]
     assert "approved=False" in rule["annotations"]["description"]
@@ -220,4 +220,4 @@ def test_awaiting_approval_alert_and_stat_count_only_paused_runs_and_say_what_to
     (panel,) = [p for p in _panels(dashboard) if p["id"] == int(grafana["annotations"]["__panelId__"])]
     assert panel["type"] == "stat"
     (target,) = panel["targets"]
-    assert target["expr"].count('stop_reason="awaiting_approval"') == 3
+    assert "otel_budget_runs_awaiting_approval" in target["expr"] and "$__range" not in target["expr"]

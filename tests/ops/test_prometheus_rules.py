@@ -93,31 +93,42 @@ def test_dashboard_runs_by_stop_reason_counts_series_born_inside_the_range(tmp_p
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_dashboard_paused_stat_counts_only_awaiting_approval_runs(tmp_path: Path) -> None:
-    """The "Paused for a decision" stat counts runs paused in the range, a new series too, and no other stop."""
+def test_dashboard_waiting_stat_counts_the_runs_waiting_now_over_processes(tmp_path: Path) -> None:
+    """The "Waiting for a decision now" stat sums the awaiting gauge over processes and names: a pause in one
+    process resumed in another waits no more, a resume alone never counts below 0, and no stop counts."""
     dashboard = json.loads((DASHBOARDS / "agent-budgets.json").read_text())
     (expr,) = [
-        t["expr"] for p in dashboard["panels"] if p["title"] == "Paused for a decision" for t in p["targets"]
+        t["expr"] for p in dashboard["panels"] if p["title"] == "Waiting for a decision now" for t in p["targets"]
     ]
-    expr = expr.replace('run_name=~"$run_name"', 'run_name=~".*"').replace("$__range", "10m")
+    expr = expr.replace('run_name=~"$run_name"', 'run_name=~".*"')
     series = {
-        ("a", "awaiting_approval"): "1x32 2x28",  # old, one more pause inside the range
-        ("b", "awaiting_approval"): "_x34 1x26",  # born inside the range at 1
-        ("a", "cost"): "_x34 1x26",
-        ("a", "done"): "0+1x60",
+        ("a", "p1"): "2x60",  # two runs of a paused in process p1 ...
+        ("a", "p2"): "0x30 -1x30",  # ... one of them resumed in p2 after 30m
+        ("b", "p1"): "_x34 1x26",  # one run of b paused at 34m
+        ("c", "p2"): "-1x60",  # a resume whose pausing process is gone: not below 0
     }
+    waiting = [
+        {"series": f'otel_budget_runs_awaiting_approval{{run_name="{n}", instance="{i}"}}', "values": v}
+        for (n, i), v in series.items()
+    ]
+    stops = [{"series": 'otel_budget_runs_total{run_name="a", stop_reason="cost"}', "values": "_x34 1x26"}]
     test = {
         "rule_files": [],
         "evaluation_interval": "1m",
         "tests": [
             {
                 "interval": "1m",
-                "input_series": [
-                    {"series": f'otel_budget_runs_total{{run_name="{n}", stop_reason="{r}"}}', "values": v}
-                    for (n, r), v in series.items()
+                "input_series": waiting + stops,
+                "promql_expr_test": [
+                    {"expr": expr, "eval_time": "20m", "exp_samples": [{"labels": "{}", "value": 2}]},
+                    {"expr": expr, "eval_time": "40m", "exp_samples": [{"labels": "{}", "value": 2}]},
                 ],
-                "promql_expr_test": [{"expr": expr, "eval_time": "40m", "exp_samples": [{"labels": "{}", "value": 2}]}],
-            }
+            },
+            {  # nothing paused at all: 0, not "no data"
+                "interval": "1m",
+                "input_series": stops,
+                "promql_expr_test": [{"expr": expr, "eval_time": "40m", "exp_samples": [{"labels": "{}", "value": 0}]}],
+            },
         ],
     }
     (tmp_path / "dashboard.test.yaml").write_text(yaml.safe_dump(test))

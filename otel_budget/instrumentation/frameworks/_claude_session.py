@@ -253,8 +253,8 @@ class Session:
                 extra = float(reported) - self.priced - self.extra_charged
                 if extra > 1e-12:
                     self.extra_charged += extra
-            if extra > 1e-12:  # what the CLI spent beyond the calls we priced (unseen calls, other prices)
-                node.charge(extra, "claude-code")
+            if extra > 1e-12 and not node.closed:  # what the CLI spent beyond the calls we priced (a closed run
+                node.charge(extra, "claude-code")    # is never charged: charge() would refuse it)
         subtype = getattr(message, "subtype", None)
         if node.stop_state is None and subtype == "error_max_budget_usd":
             node.stop_state = (StopReason.COST, "max_usd", "Claude Code stopped at max_budget_usd.")

@@ -223,12 +223,14 @@ async def admit_async(start: Callable[[], T]) -> T:
     """Run `start` (which admits a call) in an asyncio task: when the call does not fit only because of what
     calls in flight hold, await one of them settling and admit again, instead of refusing (see RunNode.admit)."""
     flag = may_await_room()
+    until: float | None = None  # one bound for all the waits of this call (see RunNode.wait_until)
     while True:
         token = flag.set(True)
         try:
             return start()
         except RoomPending as pending:
-            settled = await pending.wait()
+            until = pending.node.wait_until() if until is None else until
+            settled = await pending.wait(until)
         finally:
             flag.reset(token)
         if not settled:

@@ -8,6 +8,8 @@ and counted call by call; each Python function it runs (`_extra_utils.invoke_fun
 runs, like `@tool`, and spanned `execute_tool {name}`. A refused execution does not run: the SDK turns the refusal into the function's error, and the next
 model call is refused. Usage is normalized: input = `promptTokenCount` (it already includes
 `cachedContentTokenCount`) + `toolUsePromptTokenCount`; output = `candidatesTokenCount` + `thoughtsTokenCount`.
+`max_seconds` bounds the SDK's retries (`HttpRetryOptions`, run by tenacity): a retry is made only if it can start
+before the deadline, with the time left then as its timeout.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from ...telemetry import semconv as sc
 from .._patch import Patches
 from . import _params
 from ._request import admit_async
+from ._retries import wrap_tenacity
 from ._stream import AsyncStream, SyncStream
 
 log = logging.getLogger(__name__)
@@ -344,6 +347,7 @@ def instrument(patches: Patches) -> bool:
     patches.wrap(client, "async_request_streamed", _async_request_streamed)
     patches.wrap(_extra_utils, "invoke_function_from_dict_args", _invoke)
     patches.wrap(_extra_utils, "invoke_function_from_dict_args_async", _invoke_async)
+    wrap_tenacity(patches)  # HttpRetryOptions: the SDK's retry loop, bounded by the run's deadline
     try:
         from google.genai import _adapters
     except ImportError:  # an SDK without MCP support

@@ -8,6 +8,9 @@ passes through, so a call is counted once.
 
 LiteLLM fetches its price table from the network at import; set `LITELLM_LOCAL_MODEL_COST_MAP=True` to run
 offline (otel-budget prices calls from its own table anyway).
+
+`max_seconds` bounds LiteLLM's own retries (`num_retries`, run by tenacity) as it bounds the openai SDK's: a
+retry is made only if it can start before the deadline, with the time left then as its `timeout`.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from ...telemetry import semconv as sc
 from .._patch import Patches
 from . import _params
 from ._request import admit_async
+from ._retries import wrap_tenacity
 from ._stream import AsyncStream, SyncStream
 from .openai import ChatStream, _get, chat_content, chat_usage, read_chat
 
@@ -212,6 +216,7 @@ def _patch(patches: Patches) -> None:
     module = sys.modules[_DISPATCH_MODULE]
     patches.wrap(module.PublicDispatch, "run", _sync_run)
     patches.wrap(module.PublicDispatch, "arun", _async_run)
+    wrap_tenacity(patches)  # `num_retries`: LiteLLM's own retry loop (the openai SDK's under it is bounded too)
 
 
 def _on_import(module: Any) -> None:
