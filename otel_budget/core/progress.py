@@ -15,6 +15,9 @@ CYCLE_LENGTHS = (2, 3)
 _HISTORY = 3 * 64
 #: Call ids remembered as counted (a result seen through `@tool` and again in the next request counts once).
 _SEEN = 4096
+#: A result whose canonical text is at most this long carries no observation ("ok", `{"status":"ok"}`, `[]`,
+#: "no match"): it never counts toward a stall (DESIGN, Enforcement rules: Stalls).
+ACK_CHARS = 64
 
 
 def newest_results(body: Any, key: str) -> list[tuple[str | None, str | None, Any]]:
@@ -68,9 +71,15 @@ def _text(content: Any) -> Any:
 
 def result_key(result: Any) -> str:
     """The signature of a result; JSON text and the value it encodes sign the same."""
-    if isinstance(result, str):
-        return signature(canonical_arguments(result))
-    return result_signature(result)
+    return read_result(result)[0]
+
+
+def read_result(result: Any) -> tuple[str, bool]:
+    """(the signature of a result, whether it is an acknowledgment: canonical text of at most ACK_CHARS)."""
+    if isinstance(result, bytes):
+        return result_signature(result), len(result) <= ACK_CHARS
+    text = canonical_arguments(result)
+    return signature(text), len(text) <= ACK_CHARS
 
 
 class ProgressWatch:
@@ -109,8 +118,12 @@ class ProgressWatch:
         if not name:
             return None
         try:
-            sig = result_key(result)
+            sig, ack = read_result(result)
         except Exception:  # noqa: BLE001 - a result we cannot read is no evidence either way
+            return None
+        if ack:  # no observation: it cannot show a lack of progress, and it ends a row of unchanged results
+            self.streaks.pop(name, None)
+            self._distinct(name, sig)
             return None
         pending = self.unclaimed.setdefault(name, deque(maxlen=64))
         if executed:
@@ -121,10 +134,13 @@ class ProgressWatch:
         last = self.streaks.get(name)
         streak = last[1] + 1 if last is not None and last[0] == sig else 1
         self.streaks[name] = (sig, streak)
+        self._distinct(name, sig)
+        return name, streak
+
+    def _distinct(self, name: str, sig: str) -> None:
         kinds = self.distinct.setdefault(name, set())
         if len(kinds) < 1000:
             kinds.add(sig)
-        return name, streak
 
     def answered(self, name: str) -> str | None:
         """The call id of the model's request that an `@tool` execution of `name` answers (the oldest open one)."""
