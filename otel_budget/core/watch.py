@@ -10,6 +10,9 @@ from . import ledger as lg
 from .admission import NodeAdmission
 from .progress import find_cycle, newest_results
 
+#: Distinct (tool, arguments) requests whose call ids are kept for `@tool` to find (the newest).
+_REQUESTED_KEYS = 256
+
 
 class NodeWatch(NodeAdmission):
     """Progress checks: repeats, cycles and stalls record a stop that refuses the next call; tools are admitted."""
@@ -43,10 +46,13 @@ class NodeWatch(NodeAdmission):
                 self.approval.on_request(self, name, args, call_id[0] if call_id else None)
             self.pending_tools[name] += 1
             key = f"{name}\x00{canonical_arguments(args)}"
-            if call_id and call_id[0] and len(self.requested_ids) < 256:
-                ids = self.requested_ids.setdefault(key, [])
-                if len(ids) < 16:  # bounded: ids of calls no @tool runs directly are never taken
-                    ids.append(str(call_id[0]))
+            if call_id and call_id[0]:
+                with self.lock:  # bounded: ids of calls no @tool runs are never taken, the oldest make room
+                    ids = self.requested_ids.setdefault(key, [])
+                    if len(ids) < 16:
+                        ids.append(str(call_id[0]))
+                    if len(self.requested_ids) > _REQUESTED_KEYS:
+                        del self.requested_ids[next(iter(self.requested_ids))]
             self._request_streak = self._request_streak + 1 if key == self._last_request else 1
             self._last_request = key
             limit = self.repeat_limit(name)
