@@ -8,6 +8,10 @@ from _loops import LOOPS, chat_loop, model_requests, script
 
 import otel_budget as ob
 
+# Unchanged observations longer than an acknowledgment (64 characters), which never counts toward a stall.
+PENDING = "CI for pull request 7: 14 checks queued, 0 running, 0 passed, 0 failed; no logs yet"
+PAGE = "Page 1 of 17: INV-2026-0400 OPEN 120.00; INV-2026-0401 PAID 80.00; INV-2026-0402 OPEN 95.50"
+
 
 @pytest.fixture(params=sorted(LOOPS))
 def loop(request, oai, anth):
@@ -96,7 +100,7 @@ def test_without_the_poll_allowance_the_same_status_stops(otel, llm, loop):
 def test_poll_allowance_is_a_cap_too(otel, llm, oai):
     script(llm, [("wait_for_ci", {"pr": 7})] * 10)
     with ob.run("ci-forever", budget=ob.Budget(polls={"wait_for_ci": 4})) as run:
-        chat_loop(oai, {"wait_for_ci": lambda pr: "pending"})
+        chat_loop(oai, {"wait_for_ci": lambda pr: PENDING})
     assert run.outcome.stop_reason in (ob.StopReason.REPEAT, ob.StopReason.STALLED)
     assert model_requests(llm) == 4
 
@@ -105,7 +109,7 @@ def test_poll_allowance_applies_to_its_tool_only(otel, llm, oai):
     script(llm, [("wait_for_ci", {"pr": 7}), ("wait_for_ci", {"pr": 7}), ("read", {"n": 1}), ("read", {"n": 2}),
                  ("read", {"n": 3})])
     with ob.run("mixed", budget=ob.Budget(polls={"wait_for_ci": 20})) as run:
-        chat_loop(oai, {"wait_for_ci": lambda pr: "pending", "read": lambda n: "same page"})
+        chat_loop(oai, {"wait_for_ci": lambda pr: PENDING, "read": lambda n: PAGE})
     assert run.outcome.stop_reason is ob.StopReason.STALLED
     assert run.outcome.detail.startswith("read returned the same result 3 times")
 
@@ -127,7 +131,7 @@ def test_a_poll_stop_names_the_poll_allowance_not_max_repeats(otel, llm, loop):
 def test_a_poll_stall_names_the_poll_allowance_and_other_tools_keep_the_defaults(otel, llm, oai):
     script(llm, [("wait_for_ci", {"pr": n}) for n in range(6)] + [("read", {"n": n}) for n in range(4)])
     with ob.run("ci-stall", budget=ob.Budget(polls={"wait_for_ci": 4})) as run:
-        chat_loop(oai, {"wait_for_ci": lambda pr: "pending", "read": lambda n: "same page"})
+        chat_loop(oai, {"wait_for_ci": lambda pr: PENDING, "read": lambda n: PAGE})
     out = run.outcome
     assert out.stop_reason is ob.StopReason.STALLED and out.limit == "max_stalls"
     assert model_requests(llm) == 4  # the 4th unchanged status stops it before the 5th call
@@ -138,7 +142,7 @@ def test_a_poll_stall_names_the_poll_allowance_and_other_tools_keep_the_defaults
     llm.reset()
     script(llm, [("read", {"n": n}) for n in range(4)])
     with ob.run("read-stall", budget=ob.Budget(polls={"wait_for_ci": 4})) as run:
-        chat_loop(oai, {"read": lambda n: "same page"})
+        chat_loop(oai, {"read": lambda n: PAGE})
     assert run.outcome.stop_reason is ob.StopReason.STALLED and "(max_stalls=3)" in run.outcome.detail
 
 

@@ -89,7 +89,7 @@ def test_at_tool_alone_stops_the_next_tool_call(otel):
     @ob.tool
     def next_page(page: int) -> dict:
         ran.append(page)
-        return {"invoices": ["INV-2026-0400", "INV-2026-0401"], "page": 1}
+        return {"invoices": ["INV-2026-0400", "INV-2026-0401", "INV-2026-0402", "INV-2026-0403"], "page": 1}
 
     with ob.run("tools-only") as run:
         for page in range(2, 10):

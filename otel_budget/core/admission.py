@@ -113,6 +113,8 @@ class NodeAdmission(NodeSettlement):
             )
         amounts: dict[str, float] = {"steps": 1.0}
         adm = Admission(self, amounts)
+        if "tool_calls" in limited and lg.headroom(self.accounts, "tool_calls") < 1:
+            adm.no_tools = True  # no tool call remains: the call goes without tools, so the model can answer
         if not limited - _COUNT_DIMS:
             self._reserve(adm, what)
             return adm

@@ -79,6 +79,12 @@ class Guard:
         return adm.max_output_tokens if adm is not None and adm.set_max_tokens else None
 
     @property
+    def no_tools(self) -> bool:
+        """True when no tool call remains (max_tool_calls): the adapter sends the request without its tools."""
+        adm = self.admission
+        return adm is not None and adm.no_tools
+
+    @property
     def needs_usage(self) -> bool:
         """True when the run limits tokens or money (its admission estimated the input), so a stream must report
         its usage; otherwise a stream's usage is read if the server sent it, else estimated."""

@@ -112,6 +112,18 @@ def settle(
                 used[dim] += amount
 
 
+def take(accounts: Sequence[Account], dim: str, want: int, lock: threading.Lock) -> int:
+    """Count up to `want` whole units of `dim` as used on every account at once, as many as all have room for;
+    returns how many were counted (the rest do not fit and are not counted)."""
+    with lock:
+        room = min((acc.headroom(dim) for acc in accounts), default=math.inf)
+        taken = want if room >= want else max(0, int(room))
+        if taken:
+            for acc in accounts:
+                acc.used[dim] += taken
+    return taken
+
+
 def headroom(accounts: Sequence[Account], dim: str) -> float:
     """The smallest headroom on `dim` over `accounts`."""
     return min((acc.headroom(dim) for acc in accounts), default=float("inf"))

@@ -37,7 +37,7 @@ class Admission:
 
     __slots__ = (
         "node", "amounts", "max_output_tokens", "set_max_tokens", "timeout", "turn", "input_estimate", "shared",
-        "bound_by", "estimated", "prompt_shape", "thread",
+        "bound_by", "estimated", "prompt_shape", "thread", "no_tools",
     )
 
     def __init__(self, node: NodeState, amounts: dict[str, float]) -> None:
@@ -53,6 +53,7 @@ class Admission:
         self.estimated = False  # input reserved at the estimate (the tree's one such call in flight), not the bound
         self.prompt_shape: tuple[str, tuple[str, ...], tuple[int, ...]] | None = None  # see _prompt_shape
         self.thread: int | None = None  # the task or thread that holds the call in flight (None once settled)
+        self.no_tools = False  # no tool call remains (max_tool_calls): the call goes without tools, so it can answer
 
 
 class NodeState:
@@ -81,6 +82,7 @@ class NodeState:
         self.tools_requested: Counter[str] = Counter()
         self.tools_executed: Counter[str] = Counter()
         self.pending_tools: Counter[str] = Counter()
+        self.tool_calls_refused = 0  # tool calls the model requested beyond max_tool_calls (never counted as used)
         self.requested_ids: dict[str, list[str]] = {}  # name + canonical arguments -> call ids the model gave
         self._last_request: str | None = None
         self._request_streak = 0

@@ -13,8 +13,17 @@ from ..model.signatures import canonical_arguments, result_signature, signature
 CYCLE_LENGTHS = (2, 3)
 #: Actions kept per history: enough for the longest cycle at a generous limit, and never more.
 _HISTORY = 3 * 64
-#: Call ids remembered as counted (a result seen through `@tool` and again in the next request counts once).
-_SEEN = 4096
+#: Call ids remembered as counted (a result seen through `@tool` and again in the next request counts once), and
+#: call ids whose tool name is remembered.
+_SEEN = 1024
+#: Tools whose progress is kept (the most recently used): a stall is a row of one tool's results, so it is recent.
+_TOOLS = 128
+#: Per tool: open requests remembered (for `@tool` to find the call id it answers), distinct results counted.
+_PENDING = 256
+_DISTINCT = 256
+#: A result whose canonical text is at most this long carries no observation ("ok", `{"status":"ok"}`, `[]`,
+#: "no match"): it never counts toward a stall (DESIGN, Enforcement rules: Stalls).
+ACK_CHARS = 64
 
 
 def newest_results(body: Any, key: str) -> list[tuple[str | None, str | None, Any]]:
@@ -68,72 +77,125 @@ def _text(content: Any) -> Any:
 
 def result_key(result: Any) -> str:
     """The signature of a result; JSON text and the value it encodes sign the same."""
-    if isinstance(result, str):
-        return signature(canonical_arguments(result))
-    return result_signature(result)
+    return read_result(result)[0]
+
+
+def read_result(result: Any) -> tuple[str, bool]:
+    """(the signature of a result, whether it is an acknowledgment: canonical text of at most ACK_CHARS)."""
+    if isinstance(result, bytes):
+        return result_signature(result), len(result) <= ACK_CHARS
+    text = canonical_arguments(result)
+    return signature(text), len(text) <= ACK_CHARS
+
+
+class _ToolProgress:
+    """What one tool returned lately: its row of unchanged results, its distinct results, its open requests."""
+
+    __slots__ = ("last", "streak", "distinct", "more", "pending", "unclaimed")
+
+    def __init__(self) -> None:
+        self.last: str | None = None  # the signature of its last counted result
+        self.streak = 0  # times in a row it returned `last`
+        self.distinct: set[str] = set()  # the result signatures it gave (the first _DISTINCT), for the wrap-up
+        self.more = False  # it gave more distinct results than `distinct` holds
+        self.pending: deque[str] = deque(maxlen=_PENDING)  # call ids of its requests not yet answered
+        # signatures of results counted where the tool ran: a request that carries one next without a call id
+        # (google-genai's function responses) is the same result, not a new one.
+        self.unclaimed: deque[str] = deque(maxlen=64)
+
+    def saw(self, sig: str) -> None:
+        if sig in self.distinct:
+            return
+        if len(self.distinct) < _DISTINCT:
+            self.distinct.add(sig)
+        else:
+            self.more = True
 
 
 class ProgressWatch:
-    """What the run's tools returned and did, to tell a stall (same result) or a cycle (same actions)."""
+    """What the run's tools returned and did, to tell a stall (same result) or a cycle (same actions).
 
-    __slots__ = ("names", "pending", "seen", "unclaimed", "streaks", "distinct", "requests", "executions")
+    Every structure is bounded (DESIGN: memory per run is bounded): the newest _SEEN call ids, the _TOOLS tools
+    used most recently, and per tool _PENDING open requests, 64 unclaimed results and _DISTINCT distinct results.
+    """
+
+    __slots__ = ("names", "seen", "tools", "requests", "executions")
 
     def __init__(self) -> None:
-        self.names: dict[str, str] = {}  # call id -> tool name, from the model's tool requests
-        self.pending: dict[str, deque[str]] = {}  # tool -> call ids of its requests not yet answered
+        self.names: dict[str, str] = {}  # call id -> tool name, from the model's tool requests (the newest _SEEN)
         self.seen: dict[str, None] = {}  # call ids whose result was counted (the newest _SEEN)
-        # tool -> signatures of results counted where the tool ran: a request that carries one next without a
-        # call id (google-genai's function responses) is the same result, not a new one.
-        self.unclaimed: dict[str, deque[str]] = {}
-        self.streaks: dict[str, tuple[str, int]] = {}  # tool -> (last result signature, times in a row)
-        self.distinct: dict[str, set[str]] = {}  # tool -> the result signatures it gave (for the wrap-up)
+        self.tools: dict[str, _ToolProgress] = {}  # tool -> its progress, the most recently used last
         self.requests: deque[tuple[str, str]] = deque(maxlen=_HISTORY)  # (tool, action key) the model asked for
         self.executions: deque[tuple[str, str]] = deque(maxlen=_HISTORY)  # (tool, action key) run by @tool
 
+    def _tool(self, name: str) -> _ToolProgress:
+        """The progress of `name`, made the most recently used (the least recently used beyond _TOOLS is dropped)."""
+        tools = self.tools
+        state = tools.pop(name, None)
+        if state is None:
+            state = _ToolProgress()
+            if len(tools) >= _TOOLS:
+                del tools[next(iter(tools))]
+        tools[name] = state
+        return state
+
     def requested(self, name: str, call_id: str | None) -> None:
         if call_id:
-            self.names[call_id] = name
-            self.pending.setdefault(name, deque(maxlen=_SEEN)).append(call_id)
+            _remember(self.names, call_id, name)
+            self._tool(name).pending.append(call_id)
 
     def result(self, name: str | None, call_id: str | None, result: Any, executed: bool = False,
                ) -> tuple[str, int] | None:
         """Count one result (`executed`: where the tool ran, else as a request carries it); (tool, times in a
-        row unchanged), or None when it is not counted (seen already, or of no known tool)."""
+        row unchanged), or None when it is not counted (seen already, an acknowledgment, or of no known tool)."""
         if call_id:
             if call_id in self.seen:
                 return None
-            self.seen[call_id] = None
-            if len(self.seen) > _SEEN:
-                del self.seen[next(iter(self.seen))]
+            _remember(self.seen, call_id, None)
             name = name or self.names.get(call_id)
         if not name:
             return None
         try:
-            sig = result_key(result)
+            sig, ack = read_result(result)
         except Exception:  # noqa: BLE001 - a result we cannot read is no evidence either way
             return None
-        pending = self.unclaimed.setdefault(name, deque(maxlen=64))
-        if executed:
-            pending.append(sig)
-        elif not call_id and sig in pending:
-            pending.remove(sig)
+        state = self._tool(name)
+        state.saw(sig)
+        if ack:  # no observation: it cannot show a lack of progress, and it ends a row of unchanged results
+            state.last, state.streak = None, 0
             return None
-        last = self.streaks.get(name)
-        streak = last[1] + 1 if last is not None and last[0] == sig else 1
-        self.streaks[name] = (sig, streak)
-        kinds = self.distinct.setdefault(name, set())
-        if len(kinds) < 1000:
-            kinds.add(sig)
-        return name, streak
+        if executed:
+            state.unclaimed.append(sig)
+        elif not call_id and sig in state.unclaimed:
+            state.unclaimed.remove(sig)
+            return None
+        state.streak = state.streak + 1 if state.last == sig else 1
+        state.last = sig
+        return name, state.streak
 
     def answered(self, name: str) -> str | None:
         """The call id of the model's request that an `@tool` execution of `name` answers (the oldest open one)."""
-        queue = self.pending.get(name)
+        state = self.tools.get(name)
+        queue = state.pending if state is not None else None
         while queue:
             call_id = queue.popleft()
             if call_id not in self.seen:
                 return call_id
         return None
+
+    def distinct_count(self, name: str) -> tuple[int, bool]:
+        """(how many distinct results `name` gave, whether that is exact): past _DISTINCT it is a lower bound."""
+        state = self.tools.get(name)
+        if state is None:
+            return 0, True
+        return len(state.distinct), not state.more
+
+
+def _remember(recent: dict[str, Any], key: str, value: Any) -> None:
+    """Put `key` in an insertion-ordered dict holding the newest _SEEN keys."""
+    recent[key] = value
+    if len(recent) > _SEEN:
+        del recent[next(iter(recent))]
 
 
 def find_cycle(history: deque[tuple[str, str]] | list[tuple[str, str]], limit: int | dict[str, int],

@@ -21,8 +21,8 @@ _GATED_STOPS = (StopReason.REPEAT, StopReason.STALLED, StopReason.TOOL_CALLS, St
                 StopReason.DENIED)
 #: A finished run needs no wrap-up, and a paused one goes on later: neither spends a call on a summary.
 _NO_MODEL_WRAP_UP = (StopReason.DONE, StopReason.AWAITING_APPROVAL)
-#: Headroom at or below which an account counts as used up (a step needs a whole one; tool calls stop when over).
-_EXHAUSTED_AT = {"steps": 0.5, "tool_calls": -0.5}
+#: Headroom at or below which an account counts as used up (a step or a tool call needs a whole one).
+_EXHAUSTED_AT = {"steps": 0.5, "tool_calls": 0.5}
 #: The output limit of the model call that writes a stopped run's wrap-up.
 _WRAP_UP_MAX_TOKENS = 300
 
@@ -123,8 +123,9 @@ class NodeStops(NodeState):
         timed = [n for n in self.chain if n.budget.max_seconds is not None]
         return min(timed, key=lambda n: n.started + (n.budget.max_seconds or 0.0), default=self)
 
-    def _check_gates(self, what: str) -> None:
-        """Raise BudgetExceeded for an ended run, depth, time and pending stops (repeat, tool calls)."""
+    def _check_gates(self, what: str, counted: bool = False) -> None:
+        """Raise BudgetExceeded for an ended run, depth, time and pending stops (repeat, tool calls). `counted`: a
+        tool execution whose request was counted within max_tool_calls, which a tool-call stop does not refuse."""
         self._check_open(what)
         if self.depth_refused:
             raise self.stop(StopReason.DEPTH, "max_depth", f"{what} was not sent: {self.depth_refused}.")
@@ -133,6 +134,8 @@ class NodeStops(NodeState):
                             by=self._deadline_owner())
         if self.stop_state is not None and (self.stop_state[0] in _GATED_STOPS or self.limit_declined):
             reason, limit, detail = self.stop_state
+            if counted and reason is StopReason.TOOL_CALLS and not self.limit_declined:
+                return
             raise self.stop(reason, limit, detail)
 
     # --- outcome ----------------------------------------------------------------------------------------

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..model.budget import StopReason, check_cost
+from ..model.budget import StopReason, check_cost, plural
 from ..model.signatures import canonical_arguments
 from . import ledger as lg
 from .admission import NodeAdmission
 from .progress import find_cycle, newest_results
+
+#: Distinct (tool, arguments) requests whose call ids are kept for `@tool` to find (the newest).
+_REQUESTED_KEYS = 256
 
 
 class NodeWatch(NodeAdmission):
@@ -33,20 +36,29 @@ class NodeWatch(NodeAdmission):
         """
         if not calls:
             return
-        lg.settle(self.accounts, {}, {"tool_calls": float(len(calls))}, self.lock)
-        self._charge_shared({"tool_calls": float(len(calls))})
+        # Only what fits under max_tool_calls is counted as used; the requests beyond it are refused (never run).
+        counted = lg.take(self.accounts, "tool_calls", len(calls), self.lock)
+        refused = len(calls) - counted
+        if counted:
+            self._charge_shared({"tool_calls": float(counted)})
         with self.lock:  # the tools of a child count in every ancestor's record (the wrap-up lists the tree's)
             for node in self.chain:
-                node.tools_requested.update(name for name, *_ in calls)
-        for name, args, *call_id in calls:
+                node.tools_requested.update(name for name, *_ in calls[:counted])
+            for node in self.chain if refused else ():
+                node.tool_calls_refused += refused
+        for index, (name, args, *call_id) in enumerate(calls):
             if self.approval is not None:
                 self.approval.on_request(self, name, args, call_id[0] if call_id else None)
-            self.pending_tools[name] += 1
+            if index < counted:
+                self.pending_tools[name] += 1  # counted: its execution is not counted again
             key = f"{name}\x00{canonical_arguments(args)}"
-            if call_id and call_id[0] and len(self.requested_ids) < 256:
-                ids = self.requested_ids.setdefault(key, [])
-                if len(ids) < 16:  # bounded: ids of calls no @tool runs directly are never taken
-                    ids.append(str(call_id[0]))
+            if call_id and call_id[0]:
+                with self.lock:  # bounded: ids of calls no @tool runs are never taken, the oldest make room
+                    ids = self.requested_ids.setdefault(key, [])
+                    if len(ids) < 16:
+                        ids.append(str(call_id[0]))
+                    if len(self.requested_ids) > _REQUESTED_KEYS:
+                        del self.requested_ids[next(iter(self.requested_ids))]
             self._request_streak = self._request_streak + 1 if key == self._last_request else 1
             self._last_request = key
             limit = self.repeat_limit(name)
@@ -61,10 +73,11 @@ class NodeWatch(NodeAdmission):
                     f"the model requested {name} with the same arguments {self._request_streak} times in a row "
                     f"({self.allowance([name], 'max_repeats', limit)}); the next model call was not sent.",
                 )
-        if lg.headroom(self.accounts, "tool_calls") < 0:
+        if refused:
             self.stop(
                 StopReason.TOOL_CALLS, "max_tool_calls",
-                "the model requested more tool calls than max_tool_calls allows; the next call was not sent.",
+                f"the model requested {plural(refused, 'more tool call')} than max_tool_calls allows (refused, "
+                "not run and not counted); the next call was not sent.",
                 by=self._exhausted("tool_calls"),
             )
         self._check_near()
@@ -143,7 +156,8 @@ class NodeWatch(NodeAdmission):
         """Check a tool execution before it runs; returns what it reserved."""
         what = f"the tool {name}"
         cost_usd = check_cost(cost_usd, f"the cost_usd of tool {name}")
-        self._check_gates(what)
+        # A request counted within max_tool_calls still runs when others of its response went over the cap.
+        self._check_gates(what, counted=self.pending_tools[name] > 0)
         if self.approval is not None:
             self.approval.on_execute(self, name, arguments)
         key = f"{name}\x00{canonical_arguments(arguments)}"

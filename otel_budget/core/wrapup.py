@@ -105,12 +105,13 @@ def _stalled(node: RunNode, outcome: RunOutcome, done: str, model_text: str | No
     """`Stopped: no progress (max_stalls). next_page returned the same result 3 times in a row. ...`"""
     detail = outcome.detail.split(", whatever", 1)[0].split(" (max_stalls", 1)[0]
     tool = detail.split(" ", 1)[0] if detail else ""
-    kinds = len(node.progress.distinct.get(tool, ()))
+    kinds, exact = node.progress.distinct_count(tool)
     parts = [f"Stopped: no progress (max_stalls). {detail}." if detail else "Stopped: no progress (max_stalls).",
              "The task is NOT complete; whatever the run produced so far is partial.", f"Done: {done}"]
     if tool:
         calls = node.tools_executed.get(tool) or node.tools_requested.get(tool) or 0
-        parts.append(f"Missing: what {tool} should have returned next (it gave {plural(kinds, 'distinct result')} "
+        gave = plural(kinds, "distinct result") if exact else f"at least {plural(kinds, 'distinct result')}"
+        parts.append(f"Missing: what {tool} should have returned next (it gave {gave} "
                      f"in {plural(calls, 'call')}); the rest of the task.")
     else:
         parts.append("Missing: the rest of the task.")

@@ -65,6 +65,8 @@ class RunView(Protocol):
     @property
     def unenforced(self) -> int: ...
     @property
+    def tool_calls_refused(self) -> int: ...
+    @property
     def completion(self) -> tuple[bool, Any] | None: ...
     def span_limits(self) -> dict[str, float]: ...
     def utilization(self) -> dict[str, float]: ...
@@ -232,6 +234,8 @@ class Telemetry:
                 attrs[sc.STOP_LIMIT] = outcome.limit
             if node.unenforced:
                 attrs[sc.LEDGER_UNENFORCED_CALLS] = node.unenforced
+            if node.tool_calls_refused:
+                attrs[sc.TOOL_CALLS_REFUSED] = node.tool_calls_refused
             if wrap_up:
                 attrs[sc.WRAP_UP] = wrap_up
             if node.completion is not None and node.completion[1] is not None:

@@ -107,6 +107,7 @@ LIMIT_PREFIX = "otel_budget.limit."
 USED_PREFIX = "otel_budget.used."
 UTILIZATION = "otel_budget.utilization"
 UNPRICED_CALLS = "otel_budget.unpriced_calls"
+TOOL_CALLS_REFUSED = "otel_budget.tool_calls.refused"  # run span: tool calls requested beyond max_tool_calls (not run)
 COST_USD = "otel_budget.cost.usd"
 COST_SOURCE = "otel_budget.cost.source"
 TURN = "otel_budget.turn"

@@ -189,7 +189,7 @@ def test_a_tool_calls_limit_pauses_before_the_next_call_and_no_tool_beyond_it_ru
     run = _agent.start(oai, Budget(max_tool_calls=2, on_limit="pause"), name="reader")
     out = run.outcome
     assert out.stop_reason is StopReason.AWAITING_APPROVAL and out.limit == "max_tool_calls"
-    assert out.paused.pending.kind == "limit" and out.paused.pending.cap == 2
+    assert out.paused.pending.kind == "limit" and out.paused.pending.cap == 2 == out.paused.pending.used
     # The third request for a tool went over the limit: it did not run and no model call followed it.
     assert len(llm.requests) == 3 and len(_agent.EXECUTED) == 2
     resumed = _agent.go_on(oai, PausedRun.model_validate_json(out.paused.model_dump_json()), approved=True,
@@ -197,7 +197,8 @@ def test_a_tool_calls_limit_pauses_before_the_next_call_and_no_tool_beyond_it_ru
     assert resumed.outcome.stop_reason is StopReason.AWAITING_APPROVAL and resumed.outcome.limit == "max_tool_calls"
     # Approved: the request left open at the pause ran, then one more fitted; the 5th request paused again, unrun.
     assert [args["path"] for _, args in _agent.EXECUTED] == ["page-1", "page-2", "page-3", "page-4"]
-    assert resumed.outcome.usage.tool_calls == 5 and len(llm.requests) == resumed.outcome.usage.model_calls == 5
+    assert resumed.outcome.paused.pending.used == 4 == resumed.outcome.paused.pending.cap
+    assert resumed.outcome.usage.tool_calls == 4 and len(llm.requests) == resumed.outcome.usage.model_calls == 5
 
 
 def test_a_token_limit_pauses_and_a_declined_one_ends_tokens(priced, llm, oai):

@@ -31,13 +31,15 @@ from otel_budget.testing import RecordedRequest, ScriptedLLM, ToolCall, Turn  # 
 
 MODEL = "claude-sonnet-4-5"
 LOOKUP = "mcp__docs__lookup"
+# The stuck portal's unchanged answer: an observation longer than an acknowledgment (64 characters).
+NOTHING = "Search results, page 1 of 17: INV-2026-0400 OPEN 120.00; INV-2026-0401 PAID 80.00"
 executed: list[dict[str, Any]] = []
 
 
 @tool("lookup", "Look something up", {"q": str})
 async def lookup(args: dict[str, Any]) -> dict[str, Any]:
     executed.append(args)
-    return {"content": [{"type": "text", "text": "nothing yet"}]}
+    return {"content": [{"type": "text", "text": NOTHING}]}
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,7 @@ import pytest
 import otel_budget
 from otel_budget.testing import ScriptedLLM, ToolCall, Turn
 
-LIST = "Page 1 of 17: INV-2026-0400 OPEN; INV-2026-0401 PAID"
+LIST = "Page 1 of 17: INV-2026-0400 OPEN 120.00; INV-2026-0401 PAID 80.00; INV-2026-0402 OPEN 95.50"
 
 
 def _pages(llm: ScriptedLLM, tool: str = "next_page", n: int = 10) -> None:

@@ -161,6 +161,10 @@ class AnthropicAdapter:
             return
         if guard.max_output_tokens is not None and isinstance(options.json_data, dict):
             options.json_data = {**options.json_data, "max_tokens": guard.max_output_tokens}
+        if guard.no_tools and isinstance(options.json_data, dict) and "tools" in options.json_data:
+            # No tool call remains (max_tool_calls). The API wants the tools defined while the messages carry
+            # tool_use blocks, so the request keeps them and may use none.
+            options.json_data = {**options.json_data, "tool_choice": {"type": "none"}}
         _request.lower_timeout(options, guard.timeout)
 
     def read(self, result: Any, call: ModelCall) -> None:

@@ -18,6 +18,8 @@ from .._patch import Patches
 from . import _params, _request
 
 _CHAT = "/chat/completions"
+#: The request fields that offer tools, left out when no tool call remains (max_tool_calls).
+_TOOL_FIELDS = frozenset({"tools", "tool_choice", "parallel_tool_calls"})
 _RESPONSES = "/responses"
 
 
@@ -348,6 +350,8 @@ class OpenAIAdapter:
                 call.injected_usage = True
         if changed:
             options.json_data = {**body, **changed}
+        if guard is not None and guard.no_tools and "tools" in body:  # as the wrap-up call: no tools to ask for
+            options.json_data = {k: v for k, v in options.json_data.items() if k not in _TOOL_FIELDS}
         if guard is not None:
             _request.lower_timeout(options, guard.timeout)
         if callable(getattr(options, "post_parser", None)):  # `parse()`: its parser may reject the answer
