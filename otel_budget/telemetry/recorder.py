@@ -328,6 +328,8 @@ class Telemetry:
                 if u.reasoning:
                     attrs[sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = u.reasoning
                     attrs[sc.OI_TOKEN_REASONING] = u.reasoning
+            if call.usage_estimated:
+                attrs[sc.USAGE_ESTIMATED] = True
             if call.cost_usd is not None:
                 attrs[sc.COST_USD] = attrs[sc.OI_COST_TOTAL] = _money(call.cost_usd)
                 if call.cost_input_usd is not None:
