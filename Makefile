@@ -51,7 +51,7 @@ test: $(STAMP) services lint typecheck api-docs
 	$(BIN)/pytest -q -p no:cacheprovider
 
 # The installed SDKs' own test suites without and with otel-budget; fails when a test's outcome differs.
-# PEER_SUITES=openai,openai-agents,anthropic PEER_PASSES=base,trace,run PEER_JOBS=2 (pytest-xdist workers).
+# PEER_SUITES=openai,openai-agents,anthropic PEER_PASSES=base,trace,run,money PEER_JOBS=2 (pytest-xdist workers).
 peer-tests: $(STAMP)
 	$(BIN)/python scripts/peer_tests/run.py
 
