@@ -59,10 +59,9 @@ def pytest_configure(config: pytest.Config) -> None:
 def _price_every_model() -> None:
     """A peer's tests name models nobody prices ("gpt-test", "string"): under a money cap those calls would not be
     sent (UnknownPriceError). Give them a flat price; known models keep theirs."""
+    import otel_budget
     from otel_budget.core import config
     from otel_budget.core.pricing import ModelPricing, PriceBook
-
-    import otel_budget
 
     flat = ModelPricing(otel_budget.Price(input_per_mtok=1.0, output_per_mtok=1.0))
 
