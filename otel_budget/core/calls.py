@@ -86,10 +86,9 @@ class Guard:
 
     @property
     def needs_usage(self) -> bool:
-        """True when the run limits tokens or money (its admission estimated the input), so a stream must report
-        its usage; otherwise a stream's usage is read if the server sent it, else estimated."""
-        adm = self.admission
-        return adm is not None and adm.input_estimate > 0
+        """True inside any run (whatever its limits): a stream must report its usage, so the run's figures are
+        exact. Outside runs a stream's usage is read if the server sent it, else estimated (and marked)."""
+        return self.node is not None
 
     @property
     def timeout(self) -> float | None:
@@ -238,10 +237,12 @@ class Guard:
                             "when negative, else estimated", call.model, ", ".join(usage.problems))
             if usage is not None and usage.missing:
                 usage = call.usage = self._estimated(usage)
+                call.usage_estimated = True
             elif usage is None and (call.error is None or call.output_chars or call.stream):
                 # No usage reported (abandoned stream, raw response): the best estimate, never zero.
                 usage = self._estimated(None)
                 call.usage = usage
+                call.usage_estimated = usage is not None
             cost = call.reported_cost
             if cost is not None and (isinstance(cost, bool) or not isinstance(cost, (int, float))
                                      or not math.isfinite(cost) or cost < 0):

@@ -61,8 +61,8 @@ class ModelCall:
     __slots__ = (
         "provider", "operation", "model", "max_output_tokens", "stream", "usage", "response_model", "response_id",
         "finish_reasons", "tool_calls", "error", "cost_usd", "cost_input_usd", "cost_source", "turn", "capture",
-        "reported_cost", "output_chars", "output_text", "injected_usage", "choices", "prompt", "results",
-        "params", "server", "conversation_id",
+        "reported_cost", "output_chars", "output_text", "injected_usage", "usage_estimated", "choices", "prompt", "results",
+        "params", "server", "conversation_id", "base_url",
     )
 
     def __init__(self, provider: str, operation: str, model: str, max_output_tokens: int | None, stream: bool,
@@ -93,7 +93,9 @@ class ModelCall:
         self.reported_cost: float | None = None
         self.output_chars = 0
         self.output_text: list[str] | None = None
-        self.injected_usage = False  # we asked a stream for usage the caller did not ask for (a metered run)
+        self.injected_usage = False  # we asked a stream for usage the caller did not ask for (inside a run)
+        self.usage_estimated = False  # some of `usage` was estimated, not reported (marked on the span)
+        self.base_url: str | None = None  # the client's base URL (a server that rejects a request field is remembered)
         self.params: dict[str, Any] | None = None  # request parameters: semconv attribute -> value
         self.server: tuple[str, int | None] | None = None  # (server.address, server.port)
         self.conversation_id: str | None = None

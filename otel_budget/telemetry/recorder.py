@@ -345,6 +345,8 @@ class Telemetry:
                     attrs[self.cache_write_attr] = u.cache_write
                 if u.reasoning:
                     attrs[sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = u.reasoning
+            if call.usage_estimated:
+                attrs[sc.USAGE_ESTIMATED] = True
             if call.cost_usd is not None:
                 attrs[sc.COST_USD] = _money(call.cost_usd)
             if oi:

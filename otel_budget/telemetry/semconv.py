@@ -111,6 +111,7 @@ TOOL_CALLS_REFUSED = "otel_budget.tool_calls.refused"  # run span: tool calls re
 COST_USD = "otel_budget.cost.usd"
 COST_SOURCE = "otel_budget.cost.source"
 TURN = "otel_budget.turn"
+USAGE_ESTIMATED = "otel_budget.usage.estimated"  # model call span: true when its usage was estimated, not reported
 RUN_DEPTH = "otel_budget.run.depth"
 COMPLETION_EVIDENCE = "otel_budget.completion.evidence"  # on the run span: what run.complete(evidence) gave
 WRAP_UP = "otel_budget.wrap_up"  # on the run span: the template always; a model-written one with content only

@@ -26,6 +26,12 @@ def error_body(status: int, message: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": None, "code": kind}}
 
 
+def unknown_parameter(name: str) -> dict[str, Any]:
+    """The 400 answer of a server that does not know a request field (as older OpenAI-compatible servers say it)."""
+    return {"error": {"message": f"Unrecognized request argument supplied: {name}", "type": "invalid_request_error",
+                      "param": name, "code": None}}
+
+
 # -- chat completions ---------------------------------------------------------------------------
 
 

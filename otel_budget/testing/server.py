@@ -47,6 +47,9 @@ class ScriptedLLM:
         """Called with each request; a returned Turn wins over the queue."""
         self.requests: list[RecordedRequest] = []
         """Every request, in arrival order, recorded before any delay."""
+        self.reject_stream_options = False
+        """``True``: an OpenAI chat request carrying ``stream_options`` is answered HTTP 400 naming that field (as
+        some OpenAI-compatible servers do), before any turn is taken; it is still recorded."""
         self._queue: deque[Turn] = deque(turns)
         self._lock = threading.Lock()
         self._ids = 0
@@ -128,6 +131,7 @@ class ScriptedLLM:
             self._queue.clear()
             self.default = None
             self.responder = None
+            self.reject_stream_options = False
             self.requests.clear()
 
     # -- used by the handler --------------------------------------------------------------------
@@ -246,6 +250,9 @@ class _Handler(BaseHTTPRequestHandler):
             api=api,
         )
         llm._record(request)
+        if llm.reject_stream_options and api == "openai.chat" and "stream_options" in body:
+            self._send_json(400, openai_api.unknown_parameter("stream_options"), retry=False)
+            return
         try:
             turn = llm._next_turn(request)
         except Exception as err:  # a user's responder failed: say so in the response

@@ -5,7 +5,9 @@ PyPI (cached), build a venv with its test dependencies and otel-budget (editable
 
 - `base`:  as they are;
 - `trace`: with `otel_budget.instrument()` active for the whole session (plugin `otel_budget_peer`);
-- `run`:   the same, and every test body inside a generous `otel_budget.run` (see `otel_budget_peer.GENEROUS`).
+- `run`:   the same, and every test body inside a generous `otel_budget.run` (see `otel_budget_peer.GENEROUS`);
+- `money`: the same run with a money cap no test reaches (`otel_budget_peer.MONEY`): every call priced and admitted
+           on its input estimate, every chat stream given the `include_usage` that runs add (and hide).
 
 A test that works without us (passed, skipped, xfailed) must have the same outcome with us; tests that fail
 without us are reported, not counted. A difference is run again, alone, without and with us, before it counts:
@@ -35,7 +37,7 @@ from suites import SUITES, Suite
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 VENV_BIN = Path(sys.executable).parent
-MODES = ("base", "trace", "run")
+MODES = ("base", "trace", "run", "money")
 #: Differences above this many are not re-run one by one: they are not flakes.
 RECHECK_MAX = 40
 

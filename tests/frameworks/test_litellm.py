@@ -147,3 +147,38 @@ def test_uninstrument_restores_the_dispatch_methods() -> None:
         otel_budget.uninstrument()
     assert (PublicDispatch.__dict__["run"], PublicDispatch.__dict__["arun"]) == before
     assert json.dumps(otel_budget.instrumented_libraries()) == "[]"
+
+
+def test_a_stream_in_a_run_without_limits_counts_the_reported_usage(scripted_llm: ScriptedLLM, otel: Any) -> None:
+    scripted_llm.default = Turn(text="one two three", input_tokens=1_234, output_tokens=56)
+    kwargs: dict[str, Any] = {"model": "openai/gpt-4o", "messages": [{"role": "user", "content": "hi"}],
+                              "api_base": scripted_llm.openai_base_url, "api_key": "x", "stream": True}
+    outside = [c.choices[0].delta.content for c in completion(**kwargs) if c.choices]
+    with otel_budget.run("litellm-exact") as run:
+        inside = [c.choices[0].delta.content for c in completion(**kwargs) if c.choices]
+    assert "stream_options" not in scripted_llm.requests[0].body
+    assert scripted_llm.requests[1].body["stream_options"] == {"include_usage": True}
+    assert inside == outside
+    assert run.outcome is not None
+    assert (run.outcome.usage.input_tokens, run.outcome.usage.output_tokens) == (1_234, 56)
+
+
+def test_a_server_rejecting_stream_options_gets_one_retry_and_is_remembered(
+    scripted_llm: ScriptedLLM, otel: Any
+) -> None:
+    scripted_llm.default = Turn(text="one two three", input_tokens=1_234, output_tokens=56)
+    scripted_llm.reject_stream_options = True
+    kwargs: dict[str, Any] = {"model": "openai/gpt-4o", "messages": [{"role": "user", "content": "hi"}],
+                              "api_base": scripted_llm.openai_base_url, "api_key": "x", "stream": True}
+
+    async def streamed() -> str:
+        return "".join([c.choices[0].delta.content or "" async for c in await acompletion(**kwargs) if c.choices])
+
+    with otel_budget.run("litellm-old-server") as run:
+        first = "".join(c.choices[0].delta.content or "" for c in completion(**kwargs) if c.choices)
+        second = asyncio.run(streamed())
+    assert first == second == "one two three"
+    assert ["stream_options" in r.body for r in scripted_llm.requests] == [True, False, False]
+    assert run.outcome is not None and run.outcome.usage.model_calls == 2
+    spans = _spans(otel, "chat ")
+    assert len(spans) == 2 and all(s.attributes["otel_budget.usage.estimated"] is True for s in spans)

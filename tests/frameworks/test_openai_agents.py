@@ -282,3 +282,21 @@ async def test_a_stop_with_the_chat_completions_model_is_no_failed_model_call_ei
     assert [r.api for r in scripted_llm.requests] == ["openai.chat", "openai.chat"]
     assert sdk_trace.errors() == [] and _sdk_errors(caplog) == []
     assert len(sdk_trace.of_type("generation")) == 2  # the chat model's own span, one per request sent
+
+
+async def test_a_streamed_chat_completions_run_without_limits_counts_the_reported_usage(
+    scripted_llm: ScriptedLLM, otel  # type: ignore[no-untyped-def]
+) -> None:
+    from agents import OpenAIChatCompletionsModel
+
+    client = AsyncOpenAI(base_url=scripted_llm.openai_base_url, api_key="x", max_retries=0)
+    agent = Agent(name="helper", instructions="Help.", tools=[],
+                  model=OpenAIChatCompletionsModel(model=MODEL, openai_client=client))
+    scripted_llm.default = Turn(text="all done here", input_tokens=1_234, output_tokens=56)
+    streamed = Runner.run_streamed(agent, "go")  # not the OpenAI API: the SDK does not ask for usage itself
+    async for _ in streamed.stream_events():
+        pass
+    assert streamed.final_output == "all done here"
+    assert scripted_llm.requests[0].body["stream_options"] == {"include_usage": True}
+    run = outcome(streamed)
+    assert (run.usage.input_tokens, run.usage.output_tokens) == (1_234, 56)

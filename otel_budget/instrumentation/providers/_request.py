@@ -18,7 +18,7 @@ from ...core.in_flight import RoomPending, may_await_room
 from ...telemetry.peers import mark_refused
 from .._patch import Patches
 from .._peers import is_wrapper, quiet
-from . import _params
+from . import _params, _stream_usage
 from ._raw import RawResponse, is_raw
 from ._stream import Accumulator, AsyncStream, RawStreamResponse, SyncStream
 
@@ -34,6 +34,9 @@ class Adapter(Protocol):
 
     def prepare(self, options: Any, call: calls.ModelCall, guard: calls.Guard | None) -> None:
         """Apply what the enforcer asked for (output limit, timeout, usage in streams) to the request."""
+
+    def without_usage(self, options: Any, guard: calls.Guard) -> bool:
+        """Put back a request the server rejected for the stream usage option we added; False: it cannot."""
 
     def read(self, result: Any, call: calls.ModelCall) -> None:
         """Fill usage, response model, tool calls from a non-streamed result."""
@@ -130,7 +133,10 @@ def _start(adapter: Adapter, instance: Any, args: tuple[Any, ...], kwargs: dict[
         return None
     if call is None:
         return None
-    call.server = _params.server(getattr(instance, "base_url", None))
+    base_url = getattr(instance, "base_url", None)
+    call.server = _params.server(base_url)
+    if call.stream and base_url is not None:
+        call.base_url = str(base_url)
     size = RequestSize(options)
     try:
         guard = calls.begin(
@@ -189,11 +195,14 @@ def sync_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
         guard, call, options, stream, size = started
         if guard is None:
             return wrapped(*args, **kwargs)
+        send = wrapped
+        if call.injected_usage:  # a server may reject the stream_options we added: sent once more without them
+            send = _stream_usage.resending(wrapped, guard, lambda: adapter.without_usage(options, guard))
         if is_wrapper(wrapped):  # another instrumentor's wrapper inside ours: our span is the call's span
             with quiet():
-                result = guard.send(wrapped, *args, **kwargs)
+                result = guard.send(send, *args, **kwargs)
         else:
-            result = guard.send(wrapped, *args, **kwargs)
+            result = guard.send(send, *args, **kwargs)
         return _after(adapter, guard, call, options, result, stream, False, size)
 
     return wrapper
@@ -209,11 +218,14 @@ def async_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
         guard, call, options, stream, size = started
         if guard is None:
             return await wrapped(*args, **kwargs)
+        send = wrapped
+        if call.injected_usage:
+            send = _stream_usage.aresending(wrapped, guard, lambda: adapter.without_usage(options, guard))
         if is_wrapper(wrapped):
             with quiet():
-                result = await guard.asend(wrapped, *args, **kwargs)
+                result = await guard.asend(send, *args, **kwargs)
         else:
-            result = await guard.asend(wrapped, *args, **kwargs)
+            result = await guard.asend(send, *args, **kwargs)
         return _after(adapter, guard, call, options, result, stream, True, size)
 
     return wrapper

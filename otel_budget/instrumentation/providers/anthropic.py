@@ -154,6 +154,10 @@ class AnthropicAdapter:
         """The request's content in the conventions' message schema (only read when content is captured)."""
         return messages_content(options.json_data)
 
+    def without_usage(self, options: Any, guard: Guard) -> bool:
+        """Anthropic streams report their usage unasked: nothing is ever added for it."""
+        return False
+
     def prepare(self, options: Any, call: ModelCall, guard: Guard | None) -> None:
         if getattr(options, "span_name", None) is not None:
             options.span_name = None  # our span replaces the SDK's own

@@ -29,7 +29,7 @@ from ...core.calls import Guard
 from ...model.call import ModelCall, TokenUsage
 from ...telemetry import semconv as sc
 from .._patch import Patches
-from . import _params
+from . import _params, _stream_usage
 from ._request import admit_async
 from ._retries import wrap_tenacity
 from ._stream import AsyncStream, SyncStream
@@ -100,7 +100,10 @@ def _describe(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> ModelCall:
                      bool(kwargs.get("stream")), choices=kwargs.get("n") or 1)
     call.params = _params.read(kwargs, _params.OPENAI_KEYS, choices=kwargs.get("n"),
                                output_format=kwargs.get("response_format"))
-    call.server = _params.server(kwargs.get("api_base") or kwargs.get("base_url"))
+    base_url = kwargs.get("api_base") or kwargs.get("base_url")
+    call.server = _params.server(base_url)
+    if call.stream:  # a server that rejects stream_options is remembered by it (the provider's own: by name)
+        call.base_url = str(base_url) if base_url else f"litellm:{provider}"
     return call
 
 
@@ -114,12 +117,22 @@ def _prepare(kwargs: Mapping[str, Any], call: ModelCall, guard: Guard) -> dict[s
         current = out.get("timeout")
         if not isinstance(current, (int, float)) or current > guard.timeout:
             out["timeout"] = guard.timeout
-    if call.stream and guard.needs_usage:
-        options = out.get("stream_options") or {}
-        if not options.get("include_usage"):
-            out["stream_options"] = {**options, "include_usage": True}
-            call.injected_usage = True
+    stream_options = _stream_usage.ask(out, call, guard)
+    if stream_options is not None:
+        out["stream_options"] = stream_options
     return out
+
+
+def _without_usage(prepared: dict[str, Any], guard: Guard) -> bool:
+    """The call's arguments back as the caller passed them (without the `stream_options` we added), for a server
+    that rejected them; its timeout is what the run has left now. False when the caller set them itself."""
+    plain = _stream_usage.without_usage(prepared)
+    if plain is None:
+        return False
+    prepared.pop("stream_options", None)
+    if guard.timeout is not None:
+        prepared["timeout"] = guard.timeout
+    return True
 
 
 def _summarizer(model: str, kwargs: Mapping[str, Any], is_async: bool) -> Any:
@@ -191,7 +204,10 @@ def _sync_run(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[s
     if started is None:
         return wrapped(*args, **kwargs)
     guard, prepared = started
-    result = guard.send(wrapped, call_args, prepared, *args[2:], **kwargs)
+    send = wrapped
+    if guard.call.injected_usage:  # a server may reject the stream_options we added: sent once more without them
+        send = _stream_usage.resending(wrapped, guard, lambda: _without_usage(prepared, guard))
+    result = guard.send(send, call_args, prepared, *args[2:], **kwargs)
     return _after(guard, result, False)
 
 
@@ -204,7 +220,10 @@ async def _async_run(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs:
     if started is None:
         return await wrapped(*args, **kwargs)
     guard, prepared = started
-    result = await guard.asend(wrapped, call_args, prepared, *args[2:], **kwargs)
+    send = wrapped
+    if guard.call.injected_usage:
+        send = _stream_usage.aresending(wrapped, guard, lambda: _without_usage(prepared, guard))
+    result = await guard.asend(send, call_args, prepared, *args[2:], **kwargs)
     return _after(guard, result, True)
 
 

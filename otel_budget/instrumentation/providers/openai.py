@@ -15,7 +15,7 @@ from ...model.call import ModelCall, TokenUsage
 from ...telemetry import messages as msg
 from ...telemetry import semconv as sc
 from .._patch import Patches
-from . import _params, _request
+from . import _params, _request, _stream_usage
 
 _CHAT = "/chat/completions"
 #: The request fields that offer tools, left out when no tool call remains (max_tool_calls).
@@ -343,11 +343,10 @@ class OpenAIAdapter:
         chat = options.url == _CHAT
         if guard is not None and guard.max_output_tokens is not None:
             changed["max_completion_tokens" if chat else "max_output_tokens"] = guard.max_output_tokens
-        if chat and call.stream and guard is not None and guard.needs_usage:
-            so = body.get("stream_options") or {}
-            if not so.get("include_usage"):
-                changed["stream_options"] = {**so, "include_usage": True}
-                call.injected_usage = True
+        if chat:
+            stream_options = _stream_usage.ask(body, call, guard)
+            if stream_options is not None:
+                changed["stream_options"] = stream_options
         if changed:
             options.json_data = {**body, **changed}
         if guard is not None and guard.no_tools and "tools" in body:  # as the wrap-up call: no tools to ask for
@@ -356,6 +355,17 @@ class OpenAIAdapter:
             _request.lower_timeout(options, guard.timeout)
         if callable(getattr(options, "post_parser", None)):  # `parse()`: its parser may reject the answer
             options.post_parser = self._read_if_rejected(options.post_parser, call)
+
+    def without_usage(self, options: Any, guard: Guard) -> bool:
+        """Put the request back as the caller made it (without the `stream_options` we added), for a server that
+        rejected them; its timeout is what the run has left now. False when the caller set them itself."""
+        body = options.json_data
+        plain = _stream_usage.without_usage(body) if isinstance(body, dict) else None
+        if plain is None:
+            return False
+        options.json_data = plain
+        _request.lower_timeout(options, guard.timeout)
+        return True
 
     def _read_if_rejected(self, parser: Any, call: ModelCall) -> Any:
         """The SDK's `parse()` parser, reading the answer it rejects (`LengthFinishReasonError` on a cut answer)
