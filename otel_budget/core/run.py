@@ -15,7 +15,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from ..model._text import error_text
+from ..model._text import error_detail
 from ..model.budget import Budget, StopReason, Usage
 from ..model.outcome import BudgetExceeded, RunOutcome
 from ..model.signatures import canonical_arguments
@@ -209,7 +209,7 @@ class Run:
         elif isinstance(exc, BudgetExceeded):
             limit, detail = exc.limit, exc.message
         elif exc is not None and reason is StopReason.ERROR:
-            detail = error_text(exc)
+            detail = f"the run raised {error_detail(exc, config.get().capture_content)}"  # its text: capture only
         elif reason is StopReason.CANCELLED:
             detail = "the run was cancelled."
         outcome = node.snapshot(reason, limit, detail)

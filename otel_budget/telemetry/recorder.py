@@ -18,7 +18,7 @@ from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .._version import __version__
-from ..model._text import error_message
+from ..model._text import error_detail
 from ..model.budget import StopReason
 from ..model.outcome import RunOutcome
 from ..model.signatures import arguments_signature, result_signature
@@ -294,7 +294,9 @@ class Telemetry:
             return peer
         return self.tracer.start_span(f"{call.operation} {call.model}", kind=SpanKind.CLIENT, attributes=attrs)
 
-    def end_call(self, call: ModelCall, span: Any, duration: float, run_name: str | None) -> None:
+    def end_call(self, call: ModelCall, span: Any, duration: float, run_name: str | None,
+                 capture: bool = False) -> None:
+        """Record a settled call; a failed one by its error's type and HTTP status (its message only with `capture`)."""
         try:
             u = call.usage
             attrs: dict[str, Any] = {
@@ -346,7 +348,7 @@ class Telemetry:
                 attrs[sc.ERROR_TYPE] = error_type = type(call.error).__name__
             span.set_attributes(attrs)
             if call.error is not None:
-                span.set_status(Status(StatusCode.ERROR, error_message(call.error)[:500]))
+                span.set_status(Status(StatusCode.ERROR, error_detail(call.error, capture)))
             metric = self._metric_attrs.get((call.operation, call.provider, call.model, call.response_model,
                                              call.server, error_type, run_name))
             if metric is None:
@@ -399,7 +401,7 @@ class Telemetry:
                 span.set_attribute(sc.OI_OUTPUT_VALUE, text)
             if error is not None:
                 span.set_attribute(sc.ERROR_TYPE, type(error).__name__)
-                span.set_status(Status(StatusCode.ERROR, error_message(error)[:500]))
+                span.set_status(Status(StatusCode.ERROR, error_detail(error, capture)))
         finally:
             span.end()
 
