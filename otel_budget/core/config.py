@@ -28,6 +28,9 @@ class Settings:
     capture_content: bool = field(default_factory=_capture_from_env)
     ledger: LedgerStore | None = None
     instrumented: bool = False
+    refusal: str | None = None
+    """Why every run is refused (a setup error, e.g. a malformed OTEL_BUDGET_DEFAULT under auto-instrumentation,
+    that could not be raised to the application): nothing is sent unbudgeted while it is set."""
 
 
 _settings: Settings | None = None

@@ -149,6 +149,8 @@ class Run:
         if not settings.instrumented:
             config.ensure_instrumented(self.name)  # the package's own instrument(), with its defaults
             settings = config.get()
+        if settings.refusal is not None:
+            raise ValueError(f"otel-budget refuses to start run {self.name!r}: {settings.refusal}")
         # A nested run without a budget is bounded by its ancestors only; a top run falls back to the default.
         budget = self._budget or (settings.default_budget if parent is None else None) or Budget()
         node = RunNode(self.name, budget, parent)
