@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..model.budget import Budget
-from ..telemetry import semconv as sc
+from ..telemetry import exporters
+from ..telemetry.messages import content_capture_from_env
 from ..telemetry.recorder import Telemetry
 from .ledger import LedgerStore
 from .pricing import PriceBook
-
-
-def _capture_from_env() -> bool:
-    value = os.environ.get(sc.ENV_CAPTURE_CONTENT, "").strip().upper()
-    return value in {"TRUE", "1", "SPAN_ONLY", "SPAN_AND_EVENT", "EVENT_ONLY"}
 
 
 @dataclass
@@ -25,7 +20,7 @@ class Settings:
     telemetry: Telemetry = field(default_factory=Telemetry)
     prices: PriceBook = field(default_factory=PriceBook)
     default_budget: Budget | None = None
-    capture_content: bool = field(default_factory=_capture_from_env)
+    capture_content: bool = field(default_factory=content_capture_from_env)
     ledger: LedgerStore | None = None
     instrumented: bool = False
     refusal: str | None = None
@@ -54,3 +49,6 @@ def get() -> Settings:
 def install(settings: Settings) -> None:
     global _settings
     _settings = settings
+
+
+exporters.capture_on = lambda: get().capture_content  # a span file is created 0600 while content is captured
