@@ -163,11 +163,11 @@ _BATCH = (("OTEL_BSP_MAX_QUEUE_SIZE", "max_queue_size", 2048), ("OTEL_BSP_SCHEDU
           ("OTEL_BSP_EXPORT_TIMEOUT", "export_timeout_millis", 30000))
 
 
-def batch_settings() -> dict[str, int]:
+def batch_settings() -> dict[str, Any]:
     """BatchSpanProcessor keywords that replace bad OTEL_BSP_* values with the SDK's defaults (the SDK refuses
     them, and the whole trace setup with them); each bad value is named in a warning. Valid ones are the SDK's."""
     given: dict[str, int] = {}
-    out: dict[str, int] = {}
+    out: dict[str, Any] = {}
     for var, keyword, default in _BATCH:
         raw = os.environ.get(var, "").strip()
         if not raw:

@@ -83,11 +83,13 @@ class FileSpanExporter(SpanExporter):
         except OSError as exc:
             if exc.errno != errno.ENXIO:  # ENXIO: a FIFO nobody reads
                 raise
-            return self._refuse(stat.S_IFIFO)
+            self._refuse(stat.S_IFIFO)
+            return None
         found = os.fstat(fd)
         if not stat.S_ISREG(found.st_mode):
             os.close(fd)
-            return self._refuse(found.st_mode)
+            self._refuse(found.st_mode)
+            return None
         os.set_blocking(fd, True)
         return os.fdopen(fd, "a", encoding="utf-8")
 
@@ -95,7 +97,6 @@ class FileSpanExporter(SpanExporter):
         if not self._refused:
             self._refused = True
             log.warning("otel-budget: %s; spans are not written there", _not_a_file(self.path, mode))
-        return None
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         with self._lock:
