@@ -30,7 +30,7 @@ from ..model.budget import Budget, StopReason, Usage
 from ..model.outcome import BudgetExceeded
 from ..model.paused import PausedRun, PendingCall, ToolRecord, _describe, _jsonable, _key, _pending
 from ..model.policy import ApprovalPolicy
-from . import trust
+from . import config, trust
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ class ApprovalState:
                     return  # the framework asks `needs_approval` and pauses itself (`pause`)
                 if node.stop_state is None:
                     self.pending = _pending(tool, arguments, call_id, op)
-                stop = (StopReason.AWAITING_APPROVAL, f"the model asked for {_describe(tool, arguments)}, which "
+                stop = (StopReason.AWAITING_APPROVAL, f"the model asked for {describe_call(tool, arguments)}, which "
                         "needs a person's approval; the run paused before it ran.")
         if node.stop_state is None:
             node.stop_state = (stop[0], None, stop[1])
@@ -136,7 +136,7 @@ class ApprovalState:
                 if node.stop_state is None:
                     self.pending = _pending(tool, arguments, None, op)
                 reason, detail = StopReason.AWAITING_APPROVAL, (
-                    f"the tool {_describe(tool, arguments)} needs a person's approval; it was not run."
+                    f"the tool {describe_call(tool, arguments)} needs a person's approval; it was not run."
                 )
         raise node.stop(reason, None, detail)
 
@@ -163,7 +163,8 @@ class ApprovalState:
             return
         self.deny(call.operation)
         if not any(pol.alternative for pol in self.policies(node)) and node.stop_state is None:
-            node.stop_state = (StopReason.DENIED, None, f"a person denied {call.describe()}; the run ended there.")
+            node.stop_state = (StopReason.DENIED, None, f"a person denied "
+                               f"{call.describe(config.get().capture_content)}; the run ended there.")
 
     @staticmethod
     def _decide_limit(node: ApprovalNode, call: PendingCall, approved: bool | None) -> None:
@@ -248,5 +249,10 @@ class ApprovalState:
 
 
 # --- helpers ------------------------------------------------------------------------------------------------
+
+
+def describe_call(tool: str, arguments: Any) -> str:
+    """A tool call as stop details name it: its argument signature, or with content capture, its arguments."""
+    return _describe(tool, arguments, config.get().capture_content)
 
 

@@ -33,6 +33,8 @@ TRUNCATED = frozenset({"length", "incomplete", "max_tokens", "max_output_tokens"
 class RetryCut(Exception):
     """Raised inside an SDK's retry loop when its next attempt would start after the run's deadline."""
 
+    content_free = True  # its message is ours (a delay and the deadline)
+
 
 def _retry_cut(error: BaseException) -> RetryCut | None:
     """The RetryCut in `error` or what it was raised from (an SDK may wrap the cut of a retry loop it runs inside
@@ -286,7 +288,8 @@ class Guard:
             if settings.capture_content and call.output_text is not None and call.error is None:
                 _capture_output(call)
             settings.telemetry.end_call(
-                call, self.span, time.perf_counter() - self.started, node.root.name if node is not None else None
+                call, self.span, time.perf_counter() - self.started, node.root.name if node is not None else None,
+                settings.capture_content,
             )
 
 

@@ -7,7 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..model.budget import Budget
+from ..telemetry import exporters
 from ..telemetry import semconv as sc
+from ..telemetry.messages import content_capture_from_env
 from ..telemetry.recorder import Telemetry
 from .ledger import LedgerStore
 from .pricing import PriceBook
@@ -19,11 +21,6 @@ def secret_from_env() -> bytes | None:
     return value.encode() if value else None
 
 
-def _capture_from_env() -> bool:
-    value = os.environ.get(sc.ENV_CAPTURE_CONTENT, "").strip().upper()
-    return value in {"TRUE", "1", "SPAN_ONLY", "SPAN_AND_EVENT", "EVENT_ONLY"}
-
-
 @dataclass
 class Settings:
     """What `instrument()` was given; a default instance serves code that never called it."""
@@ -31,11 +28,14 @@ class Settings:
     telemetry: Telemetry = field(default_factory=Telemetry)
     prices: PriceBook = field(default_factory=PriceBook)
     default_budget: Budget | None = None
-    capture_content: bool = field(default_factory=_capture_from_env)
+    capture_content: bool = field(default_factory=content_capture_from_env)
     ledger: LedgerStore | None = None
     instrumented: bool = False
     secret: bytes | None = field(default_factory=secret_from_env)
     """Signs paused runs and run tokens (HMAC-SHA256); None: they are accepted unsigned, with one warning."""
+    refusal: str | None = None
+    """Why every run is refused (a setup error, e.g. a malformed OTEL_BUDGET_DEFAULT under auto-instrumentation,
+    that could not be raised to the application): nothing is sent unbudgeted while it is set."""
 
 
 _settings: Settings | None = None
@@ -59,3 +59,6 @@ def get() -> Settings:
 def install(settings: Settings) -> None:
     global _settings
     _settings = settings
+
+
+exporters.capture_on = lambda: get().capture_content  # a span file is created 0600 while content is captured

@@ -17,10 +17,10 @@ from .run import Run, current_run
 
 if TYPE_CHECKING:
     from .run import RunNode
-from ..model.paused import PausedRun, PendingCall, _describe, _pending
+from ..model.paused import PausedRun, PendingCall, _pending
 from ..model.trust import InvalidRunState
 from . import trust
-from .approval import ApprovalState
+from .approval import ApprovalState, describe_call
 
 
 def resume(
@@ -149,4 +149,4 @@ def pause(tool: str, arguments: Any, call_id: str | None = None, *, state: Any =
         node.saved_state = state
     if node.stop_state is None:
         node.stop_state = (StopReason.AWAITING_APPROVAL, None,
-                           f"{_describe(tool, arguments)} needs a person's approval; the run paused before it ran.")
+                           f"{describe_call(tool, arguments)} needs a person's approval; the run paused before it ran.")

@@ -15,7 +15,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from ..model._text import error_text
+from ..model._text import error_detail
 from ..model.budget import Budget, StopReason, Usage
 from ..model.outcome import BudgetExceeded, RunOutcome
 from ..model.signatures import canonical_arguments
@@ -149,6 +149,8 @@ class Run:
         if not settings.instrumented:
             config.ensure_instrumented(self.name)  # the package's own instrument(), with its defaults
             settings = config.get()
+        if settings.refusal is not None:
+            raise ValueError(f"otel-budget refuses to start run {self.name!r}: {settings.refusal}")
         # A nested run without a budget is bounded by its ancestors only; a top run falls back to the default.
         budget = self._budget or (settings.default_budget if parent is None else None) or Budget()
         node = RunNode(self.name, budget, parent)
@@ -209,7 +211,7 @@ class Run:
         elif isinstance(exc, BudgetExceeded):
             limit, detail = exc.limit, exc.message
         elif exc is not None and reason is StopReason.ERROR:
-            detail = error_text(exc)
+            detail = f"the run raised {error_detail(exc, config.get().capture_content)}"  # its text: capture only
         elif reason is StopReason.CANCELLED:
             detail = "the run was cancelled."
         outcome = node.snapshot(reason, limit, detail)

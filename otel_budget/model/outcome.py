@@ -47,6 +47,8 @@ class BudgetExceeded(Exception):
     `run()` catches it for its own run tree and closes the run gracefully.
     """
 
+    content_free = True  # its message is the library's own stop detail: telemetry may carry it (model/_text.py)
+
     def __init__(
         self, reason: StopReason, message: str, *, limit: str | None = None, outcome: RunOutcome | None = None
     ) -> None:
@@ -60,3 +62,5 @@ class BudgetExceeded(Exception):
 
 class UnknownPriceError(LookupError):
     """A model has no known price while the run has a money cap; the call is not sent."""
+
+    content_free = True  # its message names a model and what to do, nothing a user or a model wrote

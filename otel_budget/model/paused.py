@@ -7,9 +7,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError, model_validator
 from pydantic_core import to_jsonable_python
 
+from ._text import redact_keys
 from .budget import Budget, Usage
 from .policy import TARGET_KEYS, ApprovalPolicy, _as_dict, _short
-from .signatures import canonical_arguments
+from .signatures import arguments_signature, canonical_arguments
 
 
 class PendingCall(BaseModel):
@@ -32,10 +33,11 @@ class PendingCall(BaseModel):
     cap: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     """For kind "limit": the limit's value when the run paused."""
 
-    def describe(self) -> str:
+    def describe(self, capture: bool = True) -> str:
+        """`send_email({"to":"a@b.c"})`; without `capture`, the arguments' signature in place of their values."""
         if self.kind == "limit":
             return f"more than {self.limit}={self.cap:g}" if self.cap is not None else f"more than {self.limit}"
-        return f"{self.tool}({_short(self.arguments)})"
+        return _describe(self.tool, self.arguments, capture)
 
 
 class ToolRecord(BaseModel):
@@ -204,8 +206,12 @@ def _cut(value: Any, limit: int) -> Any:
     return root
 
 
-def _describe(tool: str, arguments: Any) -> str:
-    return f"{tool}({_short(arguments)})"
+def _describe(tool: str, arguments: Any, capture: bool) -> str:
+    """A tool call as a stop detail names it: with content capture, `send_email({"to":"a@b.c"})` (keys redacted);
+    without, `send_email(arguments 1a2b3c4d5e6f7a8b)`, the signature the tool span carries, never the values."""
+    if capture:
+        return redact_keys(f"{tool}({_short(arguments)})")
+    return f"{tool}(arguments {arguments_signature(arguments)})"
 
 
 def _pending(tool: str, arguments: Any, call_id: str | None, op: str) -> PendingCall:

@@ -4,8 +4,10 @@ standard `OTEL_*` variables, and the default budget from `OTEL_BUDGET_DEFAULT`.
 Export is configured only when the application set no SDK provider itself and the environment asks for it
 (an `OTEL_EXPORTER_OTLP_*ENDPOINT` or an `OTEL_TRACES_EXPORTER` / `OTEL_METRICS_EXPORTER` is set); then each
 signal uses the exporters its `OTEL_<SIGNAL>_EXPORTER` names (default `otlp`; `none` opts out), found through
-the same entry points the OpenTelemetry SDK's configurator uses. A misconfigured exporter is logged and
-skipped: telemetry never stops the application.
+the same entry points the OpenTelemetry SDK's configurator uses. A bad setting (`OTEL_BSP_MAX_QUEUE_SIZE=abc`, an
+OTLP timeout or compression the exporter refuses) is named, with its value, in a warning and replaced by its
+default, so export goes on; an exporter that still cannot be made is logged and skipped, and the other signal is
+set up all the same: telemetry never stops the application.
 """
 
 from __future__ import annotations
@@ -131,22 +133,122 @@ def _configure() -> bool:
 
     has_tracer, has_meter = _sdk_provider_set()
     resource = Resource.create()  # OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES
-    done = False
-    span_classes = [c for c in (_load("traces", n) for n in span_names) if c is not None]
-    if span_classes and not has_tracer:
+    exported = []
+    span_exporters = [e for e in (_exporter("traces", n) for n in span_names) if e is not None] if not has_tracer else []
+    if span_exporters:
         provider = TracerProvider(resource=resource)  # the sampler comes from OTEL_TRACES_SAMPLER
-        for cls in span_classes:
-            provider.add_span_processor(BatchSpanProcessor(cls()))
+        batch = batch_settings()
+        for exporter in span_exporters:
+            provider.add_span_processor(BatchSpanProcessor(exporter, **batch))
         trace.set_tracer_provider(provider)
-        done = True
-    metric_classes = [c for c in (_load("metrics", n) for n in metric_names) if c is not None]
-    if metric_classes and not has_meter:
-        readers = [cls() if issubclass(cls, MetricReader) else PeriodicExportingMetricReader(cls())
-                   for cls in metric_classes]
+        exported.append("traces")
+    metric_classes = [c for c in (_load("metrics", n) for n in metric_names) if c is not None] if not has_meter else []
+    readers = []
+    for cls in metric_classes:
+        if issubclass(cls, MetricReader):
+            readers.append(cls())
+        elif (made := _exporter("metrics", cls)) is not None:
+            readers.append(PeriodicExportingMetricReader(made))
+    if readers:
         metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=readers))
-        done = True
-    if done:
-        log.info("otel-budget: exporting %s from the OTEL_* environment", " and ".join(
-            s for s, on in (("traces", bool(span_classes) and not has_tracer),
-                            ("metrics", bool(metric_classes) and not has_meter)) if on))
-    return done
+        exported.append("metrics")
+    if exported:
+        log.info("otel-budget: exporting %s from the OTEL_* environment", " and ".join(exported))
+    return bool(exported)
+
+
+#: The batch span processor's settings: (variable, keyword, the SDK's default).
+_BATCH = (("OTEL_BSP_MAX_QUEUE_SIZE", "max_queue_size", 2048), ("OTEL_BSP_SCHEDULE_DELAY", "schedule_delay_millis", 5000),
+          ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "max_export_batch_size", 512),
+          ("OTEL_BSP_EXPORT_TIMEOUT", "export_timeout_millis", 30000))
+
+
+def batch_settings() -> dict[str, Any]:
+    """BatchSpanProcessor keywords that replace bad OTEL_BSP_* values with the SDK's defaults (the SDK refuses
+    them, and the whole trace setup with them); each bad value is named in a warning. Valid ones are the SDK's."""
+    given: dict[str, int] = {}
+    out: dict[str, Any] = {}
+    for var, keyword, default in _BATCH:
+        raw = os.environ.get(var, "").strip()
+        if not raw:
+            continue
+        try:
+            given[keyword] = int(raw)
+        except ValueError:
+            given[keyword] = 0
+        if given[keyword] <= 0:
+            log.warning("otel-budget: %s=%r is not a positive integer; spans are exported with the default, %d",
+                        var, raw, default)
+            out[keyword] = given[keyword] = default
+    queue, batch = given.get("max_queue_size", 2048), given.get("max_export_batch_size", 512)
+    if batch > queue:
+        out["max_export_batch_size"] = min(512, queue)
+        log.warning("otel-budget: OTEL_BSP_MAX_EXPORT_BATCH_SIZE=%r is larger than the queue (%d); spans are exported "
+                    "in batches of %d", os.environ.get("OTEL_BSP_MAX_EXPORT_BATCH_SIZE"), queue,
+                    out["max_export_batch_size"])
+    return out
+
+
+def _exporter(signal: str, name_or_class: Any) -> Any:
+    """An exporter made from its class (or entry point name). One a bad OTEL_EXPORTER_OTLP_* value breaks is
+    made again with the default for that setting, each bad value named; if it still fails, it is skipped."""
+    cls = _load(signal, name_or_class) if isinstance(name_or_class, str) else name_or_class
+    if cls is None:
+        return None
+    try:
+        return cls()
+    except Exception as exc:  # noqa: BLE001 - telemetry setup never breaks the application
+        error = exc
+    fixes = _otlp_fixes(signal, cls)
+    if fixes:
+        try:
+            return cls(**fixes)
+        except Exception as exc:  # noqa: BLE001
+            error = exc
+    log.warning("otel-budget: the %s exporter %s could not be set up (%s: %s); %s are not exported through it",
+                signal, getattr(cls, "__name__", cls), type(error).__name__, error, signal)
+    return None
+
+
+def _otlp_fixes(signal: str, cls: Any) -> dict[str, Any]:
+    """Keywords for an OTLP exporter in place of the bad timeout or compression variables (each named once)."""
+    fixes: dict[str, Any] = {}
+    for var in (f"OTEL_EXPORTER_OTLP_{signal.upper()}_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"):
+        raw = os.environ.get(var, "").strip()
+        if raw and not _non_negative(raw):
+            log.warning("otel-budget: %s=%r is not a number of seconds; %s are exported with the default, 10 s",
+                        var, raw, signal)
+            fixes["timeout"] = 10.0
+            break
+    for var in (f"OTEL_EXPORTER_OTLP_{signal.upper()}_COMPRESSION", "OTEL_EXPORTER_OTLP_COMPRESSION"):
+        raw = os.environ.get(var, "").strip()
+        if raw and raw.lower() not in ("gzip", "deflate", "none"):
+            none = _no_compression(cls)
+            log.warning("otel-budget: %s=%r is not gzip, deflate or none; %s are exported %s", var, raw, signal,
+                        "uncompressed" if none is not None else "without this exporter")
+            if none is not None:
+                fixes["compression"] = none
+            break
+    return fixes
+
+
+def _non_negative(raw: str) -> bool:
+    try:
+        value = float(raw)
+    except ValueError:
+        return False
+    return value >= 0 and value == value
+
+
+def _no_compression(cls: Any) -> Any:
+    """The "no compression" value of an OTLP exporter's own compression type (gRPC's or HTTP's), else None."""
+    try:
+        if "grpc" in cls.__module__:
+            import grpc
+
+            return grpc.Compression.NoCompression
+        from opentelemetry.exporter.otlp.proto.http import Compression
+
+        return Compression.NoCompression
+    except Exception:  # noqa: BLE001
+        return None

@@ -115,6 +115,12 @@ def output_attributes(messages: list[Message], *, openinference: bool = False) -
     return attrs
 
 
+def content_capture_from_env() -> bool:
+    """Whether OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT asks for content capture."""
+    value = os.environ.get(sc.ENV_CAPTURE_CONTENT, "").strip().upper()
+    return value in {"TRUE", "1", "SPAN_ONLY", "SPAN_AND_EVENT", "EVENT_ONLY"}
+
+
 def capture_mode() -> tuple[bool, bool]:
     """(on the span, as an event) from OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT; span only by default."""
     value = os.environ.get(sc.ENV_CAPTURE_CONTENT, "").strip().upper()

@@ -9,22 +9,20 @@ import json
 import logging
 import os
 import threading
-import weakref
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from opentelemetry import metrics, trace
-from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .._version import __version__
-from ..model._text import error_message
+from ..model._text import error_detail
 from ..model.budget import StopReason
 from ..model.outcome import RunOutcome
 from ..model.signatures import arguments_signature, result_signature
 from . import semconv as sc
 from .messages import capture_mode
 from .peers import peer_span
+from .run_names import RunNames
 
 if TYPE_CHECKING:
     from ..model.call import ModelCall
@@ -112,14 +110,13 @@ class Telemetry:
         self.fail_open = meter.create_counter(
             sc.METRIC_LEDGER_FAIL_OPEN, description="Calls let through while the shared ledger was unreachable."
         )
-        self._active: weakref.WeakSet[RunView] = weakref.WeakSet()
         #: Metric attributes per (operation, provider, model, response model, server, error type, run name).
         self._metric_attrs: dict[tuple[Any, ...], _MetricAttrs] = {}
-        self._seen_names: set[str] = set()
+        self.names = RunNames()
         self._lock = threading.Lock()
         meter.create_observable_gauge(
             sc.METRIC_RUN_UTILIZATION,
-            callbacks=[self._observe_utilization],
+            callbacks=[self.names.observe],
             description="Highest utilization (used / limit) among the active runs of a name, per dimension.",
         )
 
@@ -171,7 +168,7 @@ class Telemetry:
         if error_type is not None:
             base[sc.ERROR_TYPE] = error_type
         cost = {sc.GEN_AI_REQUEST_MODEL: call.model, sc.GEN_AI_PROVIDER_NAME: call.provider,
-                sc.LABEL_RUN_NAME: run_name or ""}
+                sc.LABEL_RUN_NAME: self.names.label(run_name)}
         metric = _MetricAttrs(base, {**base, sc.GEN_AI_TOKEN_TYPE: "input"}, {**base, sc.GEN_AI_TOKEN_TYPE: "output"},
                               {**base, sc.GEN_AI_TOKEN_MODALITY: sc.MODALITY_UNKNOWN}, cost)
         with self._lock:
@@ -202,15 +199,12 @@ class Telemetry:
         span = self.tracer.start_span(
             f"{sc.OP_INVOKE_AGENT} {node.name}", context=context, kind=SpanKind.INTERNAL, attributes=attrs, links=links
         )
-        with self._lock:
-            self._active.add(node)
-            self._seen_names.add(node.name)
+        self.names.started(node)
         return span
 
     def end_run(self, node: RunView, span: Any, wrap_up: str = "") -> None:
         """Record a finished run; `wrap_up` is the text for the span (the template when content is not captured)."""
-        with self._lock:
-            self._active.discard(node)
+        label = self.names.ended(node)
         outcome = node.outcome
         if outcome is None:
             return
@@ -251,9 +245,9 @@ class Telemetry:
             if outcome.stop_reason is StopReason.ERROR:
                 span.set_status(Status(StatusCode.ERROR, outcome.detail or "error"))
             if outcome.stop_reason is StopReason.AWAITING_APPROVAL:  # not finished: it waits (see `resumed`)
-                self.awaiting.add(1, {sc.LABEL_RUN_NAME: node.name})
+                self.awaiting.add(1, {sc.LABEL_RUN_NAME: label})
             else:
-                self.runs.add(1, {sc.LABEL_RUN_NAME: node.name, sc.LABEL_STOP_REASON: reason})
+                self.runs.add(1, {sc.LABEL_RUN_NAME: label, sc.LABEL_STOP_REASON: reason})
         except Exception:  # noqa: BLE001
             log.debug("otel-budget: could not record the run span", exc_info=True)
         finally:
@@ -262,35 +256,12 @@ class Telemetry:
     def resumed(self, name: str) -> None:
         """A paused run of `name` goes on after a decision: it no longer waits (it is counted when it ends)."""
         try:
-            self.awaiting.add(-1, {sc.LABEL_RUN_NAME: name})
+            self.awaiting.add(-1, {sc.LABEL_RUN_NAME: self.names.label(name)})
         except Exception:  # noqa: BLE001
             log.debug("otel-budget: could not record a resume", exc_info=True)
 
-    def _observe_utilization(self, options: CallbackOptions) -> Iterable[Observation]:
-        with self._lock:
-            nodes = list(self._active)
-            names = set(self._seen_names)
-        best: dict[tuple[str, str], float] = {}
-        for node in nodes:
-            try:
-                for dim, value in node.utilization().items():
-                    key = (node.name, dim)
-                    if value > best.get(key, -1.0):
-                        best[key] = value
-            except Exception:  # noqa: BLE001
-                log.debug("otel-budget: utilization failed", exc_info=True)
-        active_names = {name for name, _ in best}
-        out = [
-            Observation(value, {sc.LABEL_RUN_NAME: name, sc.LABEL_DIMENSION: dim}) for (name, dim), value in best.items()
-        ]
-        for name in names - active_names:
-            out.extend(
-                Observation(0.0, {sc.LABEL_RUN_NAME: name, sc.LABEL_DIMENSION: dim}) for dim in sc.SPAN_DIMS
-            )
-        return out
-
     def crossed_near(self, node: RunView) -> None:
-        self.near_cap.add(1, {sc.LABEL_RUN_NAME: node.name})
+        self.near_cap.add(1, {sc.LABEL_RUN_NAME: self.names.label(node.name)})
 
     # --- model calls ------------------------------------------------------------------------------------
 
@@ -323,7 +294,9 @@ class Telemetry:
             return peer
         return self.tracer.start_span(f"{call.operation} {call.model}", kind=SpanKind.CLIENT, attributes=attrs)
 
-    def end_call(self, call: ModelCall, span: Any, duration: float, run_name: str | None) -> None:
+    def end_call(self, call: ModelCall, span: Any, duration: float, run_name: str | None,
+                 capture: bool = False) -> None:
+        """Record a settled call; a failed one by its error's type and HTTP status (its message only with `capture`)."""
         try:
             u = call.usage
             oi = self.openinference
@@ -364,7 +337,7 @@ class Telemetry:
                 attrs[sc.ERROR_TYPE] = error_type = type(call.error).__name__
             span.set_attributes(attrs)
             if call.error is not None:
-                span.set_status(Status(StatusCode.ERROR, error_message(call.error)[:500]))
+                span.set_status(Status(StatusCode.ERROR, error_detail(call.error, capture)))
             metric = self._metric_attrs.get((call.operation, call.provider, call.model, call.response_model,
                                              call.server, error_type, run_name))
             if metric is None:
@@ -422,7 +395,7 @@ class Telemetry:
                     span.set_attribute(sc.OI_OUTPUT_VALUE, text)
             if error is not None:
                 span.set_attribute(sc.ERROR_TYPE, type(error).__name__)
-                span.set_status(Status(StatusCode.ERROR, error_message(error)[:500]))
+                span.set_status(Status(StatusCode.ERROR, error_detail(error, capture)))
         finally:
             span.end()
 

@@ -163,6 +163,7 @@ METRIC_RUNS_NEAR_CAP = "otel_budget.runs.near_cap"  # otel_budget_runs_near_cap_
 METRIC_LEDGER_FAIL_OPEN = "otel_budget.ledger.fail_open"  # otel_budget_ledger_fail_open_total
 
 LABEL_RUN_NAME = "run_name"
+RUN_NAME_OTHER = "_other"  # the run_name of runs past the bound on distinct names (telemetry/run_names.py)
 LABEL_STOP_REASON = "stop_reason"
 LABEL_DIMENSION = "dimension"
 LABEL_SCOPE = "scope"  # the shared (fleet) scope, on otel_budget_ledger_fail_open_total

@@ -19,6 +19,8 @@ import threading
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
+from ...model._text import error_label
+
 log = logging.getLogger(__name__)
 
 _MESSAGES = "/v1/messages"
@@ -277,7 +279,8 @@ class Gateway:
                 await self._refuse(conn, writer, text, body)
             else:
                 await self._send(conn, writer, 502, "application/json",
-                                 _error(502, f"otel-budget gateway: the API could not be reached ({exc!r})"))
+                                 _error(502, "otel-budget gateway: the API could not be reached "
+                                            f"({error_label(exc)})"))
             return
         try:
             out = [(k, v) for k, v in response.headers.items() if k.lower() not in _HOP]
