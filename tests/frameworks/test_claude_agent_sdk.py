@@ -424,4 +424,3 @@ def test_user_hooks_still_run(scripted_llm: ScriptedLLM, otel: Any, tmp_path: Pa
     scripted_llm.script(Turn(tool_calls=[ToolCall(LOOKUP, {"q": "a"})]), Turn(text="ok"))
     collect("go", options(scripted_llm, tmp_path, hooks={"PreToolUse": [HookMatcher(hooks=[mine])]}))
     assert calls == [LOOKUP]
-

@@ -18,6 +18,7 @@ pytest.importorskip("claude_agent_sdk")
 from claude_agent_sdk import ClaudeAgentOptions, create_sdk_mcp_server, query, tool  # noqa: E402
 
 import otel_budget  # noqa: E402
+from otel_budget.instrumentation.frameworks._claude_gateway import Gateway  # noqa: E402
 from otel_budget.instrumentation.frameworks._claude_session import Session  # noqa: E402
 from otel_budget.instrumentation.frameworks.claude_agent_sdk import outcome  # noqa: E402
 from otel_budget.testing import RecordedRequest, ScriptedLLM, ToolCall, Turn  # noqa: E402
@@ -83,13 +84,19 @@ def test_the_route_and_the_key_reach_the_cli_through_its_environment_never_its_c
         seen.extend((_read(f"/proc/{pid}/cmdline"), _read(f"/proc/{pid}/environ")) for pid in _descendants())
         return None
 
-    original = Session.admit
+    arrived: list[dict[bytes, bytes]] = []  # the headers of each request as it reached the gateway
+    original_check, original_admit = Gateway._check, Session.admit
 
-    def watched(self: Session, headers: dict[str, str], body: bytes) -> Any:
+    def check(self: Gateway, request: Any) -> Any:
+        arrived.append(dict(request.headers))
+        return original_check(self, request)
+
+    def admit(self: Session, headers: dict[str, str], body: bytes) -> Any:
         admitted.append(dict(headers))
-        return original(self, headers, body)
+        return original_admit(self, headers, body)
 
-    monkeypatch.setattr(Session, "admit", watched)
+    monkeypatch.setattr(Gateway, "_check", check)
+    monkeypatch.setattr(Session, "admit", admit)
     scripted_llm.responder = responder
     scripted_llm.script(Turn(tool_calls=[ToolCall(LOOKUP, {"q": "a"})], input_tokens=100, output_tokens=10),
                         Turn(text="Found it.", input_tokens=120, output_tokens=5))
@@ -113,9 +120,11 @@ def test_the_route_and_the_key_reach_the_cli_through_its_environment_never_its_c
     # ... and the session's key, which is on no command line either ...
     header, _, key = cli_env[0][b"ANTHROPIC_CUSTOM_HEADERS"].decode().partition(": ")
     assert header == "x-otel-budget-key" and len(key) >= 32 and key.encode() not in cmdlines
-    # ... and which reached the gateway on every request the CLI made (the gateway admits none without it: see
-    # test_claude_gateway_security), and was not passed on to the API.
-    assert len(admitted) == 2 and all(h.get("x-otel-budget-key") is None for h in admitted)
+    # ... and which reached the gateway on every request the CLI made, and was not passed on to the API.
+    messages_requests = [h for h in arrived if h.get(b"x-otel-budget-key") is not None]
+    assert arrived and all(h.get(b"x-otel-budget-key") == key.encode() for h in arrived)
+    assert len(messages_requests) >= 2 and len(admitted) == 2
+    assert all(h.get("x-otel-budget-key") is None for h in admitted)
     assert all("x-otel-budget-key" not in r.headers for r in scripted_llm.requests)
     # The settings file is gone with the session.
     assert all(not Path(arg.decode()).exists() for arg in cmdlines.split(b"\0") if b"otel-budget-claude-" in arg)

@@ -4,6 +4,7 @@ listening. What reached the server is counted there (ScriptedLLM, or a recorder 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import socket
@@ -297,6 +298,37 @@ def test_a_session_opens_a_bounded_number_of_subagent_runs(
     children = [s for s in otel.get_finished_spans() if s.name == "invoke_agent subagent"]
     assert len(children) == 4  # a1, a2, a3, a6: no run for the refused ids
     assert run.outcome is not None and run.outcome.usage.model_calls == 5
+
+
+def test_thousands_of_connections_and_subagents_leave_the_caps_as_they_found_them(
+    scripted_llm: ScriptedLLM, otel: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gateway's connection count and a session's open subagents are state: after thousands of connections
+    (served, refused, cut off) and subagents (started and stopped by the CLI's hooks), the caps still admit."""
+    monkeypatch.setattr(_claude_http, "MAX_CONNECTIONS", 3)
+    monkeypatch.setattr(_claude_session, "MAX_SUBAGENTS", 3)
+    scripted_llm.default = Turn(text="ok", input_tokens=10, output_tokens=2)
+    with otel_budget.run("churn", budget=otel_budget.Budget(max_steps=10)) as run, \
+            serving(run, scripted_llm.base_url) as (session, base):
+        r, key = route_of(base), key_of(session)
+        statuses = []
+        for n in range(2000):
+            target, headers = [(f"/{r}/v1/messages/count_tokens", {KEY: key}), (f"/{r}/v1/messages", {KEY: "x"}),
+                               (f"/{r}/v1/complete", {KEY: key}), ("/gone/v1/messages", {})][n % 4]
+            statuses.append(raw(base, "POST", target, BODY, headers)[0])
+
+        async def churn() -> None:
+            for n in range(2000):
+                await session.on_subagent_start({"agent_id": f"sub{n}", "agent_type": "writer"}, None, None)
+                await session.on_subagent_stop({"agent_id": f"sub{n}"}, None, None)
+
+        asyncio.run(churn())
+        last = raw(base, "POST", f"/{r}/v1/messages", BODY, {KEY: key, "x-claude-code-agent-id": "new"})
+    assert statuses == [200, 401, 404, 404] * 500
+    assert last[0] == 200 and json.loads(last[1])["content"][0]["text"] == "ok"
+    assert len(scripted_llm.requests) == 1
+    writers = [s for s in otel.get_finished_spans() if s.name == "invoke_agent writer"]
+    assert len(writers) == 2000
 
 
 def _gateway_threads() -> list[threading.Thread]:
