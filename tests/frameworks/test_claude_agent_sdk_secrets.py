@@ -128,3 +128,35 @@ def test_the_route_and_the_key_reach_the_cli_through_its_environment_never_its_c
     assert all("x-otel-budget-key" not in r.headers for r in scripted_llm.requests)
     # The settings file is gone with the session.
     assert all(not Path(arg.decode()).exists() for arg in cmdlines.split(b"\0") if b"otel-budget-claude-" in arg)
+
+
+def test_the_options_own_settings_and_sandbox_go_into_the_0600_file_and_the_command_line_holds_neither_secret(
+    tmp_path: Path, otel: Any
+) -> None:
+    from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
+
+    from otel_budget.instrumentation.frameworks._claude_options import configure
+
+    opts = ClaudeAgentOptions(env={"ANTHROPIC_CUSTOM_HEADERS": "X-Team: blue"}, cwd=str(tmp_path),
+                              settings=json.dumps({"env": {"MY_SETTING": "1"}, "model": "opus"}),
+                              sandbox={"enabled": True})
+    with otel_budget.run("settings") as run:
+        configured, session = configure(opts, run.node)
+        try:
+            transport = SubprocessCLITransport("hi", configured)
+            transport._cli_path = "claude"
+            argv = "\0".join(transport._build_command())  # what the SDK would start the CLI with
+            path = Path(configured.settings)
+            modes = (path.stat().st_mode & 0o777, path.parent.stat().st_mode & 0o777)
+            written = json.loads(path.read_text())
+        finally:
+            session.close()
+    route = urlsplit(configured.env["ANTHROPIC_BASE_URL"]).path.strip("/")
+    assert route not in argv and session.secret not in argv and f"--settings\0{path}" in argv
+    assert modes == (0o600, 0o700) and not path.parent.exists()  # removed with the session
+    assert written["sandbox"] == {"enabled": True} and configured.sandbox is None
+    assert written["model"] == "opus" and written["env"]["MY_SETTING"] == "1"
+    assert written["env"]["ANTHROPIC_BASE_URL"] == configured.env["ANTHROPIC_BASE_URL"]
+    key_line = f"x-otel-budget-key: {session.secret}"
+    assert configured.env["ANTHROPIC_CUSTOM_HEADERS"].splitlines() == ["X-Team: blue", key_line]
+    assert written["env"]["ANTHROPIC_CUSTOM_HEADERS"].splitlines() == ["X-Team: blue", key_line]
