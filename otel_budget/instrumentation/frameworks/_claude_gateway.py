@@ -2,10 +2,12 @@
 
 Claude Code (the CLI the Claude Agent SDK drives) makes its model calls itself, and its hooks run around
 prompts and tools, not before each request. So a budgeted session points the CLI's `ANTHROPIC_BASE_URL` at
-`http://127.0.0.1:PORT/{route}`: one server per process (one daemon thread, one event loop) that forwards every
-request to the real API. Each `POST /v1/messages` is first handed to the session's route, which admits it (or
-answers it with the wrap-up in place of the model) and reads the response's events before passing them on.
-This module only carries bytes; what a request means for the budget is the adapter's business.
+`http://127.0.0.1:PORT/{route}`: one server per process (one daemon thread, one event loop, while a session is
+open) that forwards to the real API what it serves. Every request must carry the session's key header besides its
+route; both, and its normalized path, are checked on its head before its body is read (`_claude_http`). Each
+`POST /v1/messages` is then handed to the session's route, which admits it (or answers it with the wrap-up in
+place of the model) and reads the response's events before passing them on; when admitting fails, the request is
+not sent. This module only carries bytes; what a request means for the budget is the adapter's business.
 """
 
 from __future__ import annotations
