@@ -17,8 +17,9 @@ from otel_budget.testing import ScriptedLLM, ToolCall, Turn  # noqa: E402
 MODEL = "claude-sonnet-4-5"
 
 
-def _post(base: str, body: dict[str, Any], path: str = "/v1/messages") -> httpx.Response:
-    return httpx.post(base + path, json=body, headers={"x-api-key": "test", "anthropic-version": "2023-06-01"})
+def _post(base: str, body: dict[str, Any], session: Session, path: str = "/v1/messages") -> httpx.Response:
+    headers = {"x-api-key": "test", "anthropic-version": "2023-06-01", "x-otel-budget-key": session.secret}
+    return httpx.post(base + path, json=body, headers=headers)
 
 
 def test_a_whole_json_response_is_metered_and_a_refused_request_is_answered_with_the_wrap_up(
@@ -30,9 +31,9 @@ def test_a_whole_json_response_is_metered_and_a_refused_request_is_answered_with
         session = Session(run.node, MODEL, scripted_llm.base_url)
         base = gateway().add(session.id, session)
         try:
-            first = _post(base, body)
-            refused = _post(base, body)
-            counted = _post(base, body, "/v1/messages/count_tokens")  # not a model call: passed through
+            first = _post(base, body, session)
+            refused = _post(base, body, session)
+            counted = _post(base, body, session, "/v1/messages/count_tokens")  # not a model call: passed through
         finally:
             session.close()
     assert first.status_code == 200 and first.json()["content"][0]["name"] == "lookup"
@@ -50,9 +51,14 @@ def test_a_whole_json_response_is_metered_and_a_refused_request_is_answered_with
 
 def test_a_session_that_ended_is_not_served(scripted_llm: ScriptedLLM, otel: Any) -> None:
     with otel_budget.run("gateway") as run:
+        other = Session(run.node, MODEL, scripted_llm.base_url)  # the gateway serves on while one session is open
+        gateway().add(other.id, other)
         session = Session(run.node, MODEL, scripted_llm.base_url)
         base = gateway().add(session.id, session)
         session.close()
-    answer = _post(base, {"model": MODEL, "max_tokens": 10, "messages": []})
+        try:
+            answer = _post(base, {"model": MODEL, "max_tokens": 10, "messages": []}, session)
+        finally:
+            other.close()
     assert answer.status_code == 404 and answer.headers["x-should-retry"] == "false"
     assert scripted_llm.requests == []

@@ -2,16 +2,20 @@
 
 Claude Code (the CLI the Claude Agent SDK drives) makes its model calls itself, and its hooks run around
 prompts and tools, not before each request. So a budgeted session points the CLI's `ANTHROPIC_BASE_URL` at
-`http://127.0.0.1:PORT/{route}`: one server per process (one daemon thread, one event loop) that forwards every
-request to the real API. Each `POST /v1/messages` is first handed to the session's route, which admits it (or
-answers it with the wrap-up in place of the model) and reads the response's events before passing them on.
-This module only carries bytes; what a request means for the budget is the adapter's business.
+`http://127.0.0.1:PORT/{route}`: one server per process (one daemon thread, one event loop, while a session is
+open) that forwards to the real API what it serves. Every request must carry the session's key header besides its
+route; both, and its normalized path, are checked on its head before its body is read (`_claude_http`). Each
+`POST /v1/messages` is then handed to the session's route, which admits it (or answers it with the wrap-up in
+place of the model) and reads the response's events before passing them on; when admitting fails, the request is
+not sent. This module only carries bytes; what a request means for the budget is the adapter's business.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
+import contextlib
+import contextvars
+import hmac
 import json
 import logging
 import re
@@ -20,17 +24,27 @@ from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 from ...model._text import error_label
+from . import _claude_http as http
+from ._claude_http import content_length as _content_length
+from ._claude_http import error_body as _error
+from ._claude_http import refusal
+from ._claude_serving import Serving
 
 log = logging.getLogger(__name__)
 
-_MESSAGES = "/v1/messages"
 #: Headers that belong to one hop (or that we set ourselves) and are not passed on.
 _HOP = frozenset({
     "host", "connection", "keep-alive", "content-length", "transfer-encoding", "accept-encoding", "te", "trailer",
     "upgrade", "proxy-authorization", "proxy-connection", "content-encoding",
 })
 _EVENT_END = re.compile(rb"\r?\n\r?\n")
-_ids = itertools.count(1)
+#: A refused request's body up to this size is read away, so its connection can go on; a larger one is not read.
+_DRAINED = 64 * 1024
+#: Seconds the rest of a refused large request is read and dropped after the answer (so the client reads it).
+_LINGER = 5.0
+#: Answers that retrying cannot change.
+_FINAL = frozenset({400, 401, 404, 413, 500})
+_TOO_LARGE = f"otel-budget gateway: the request body is larger than {http.MAX_BODY} bytes"
 
 
 class Exchange(Protocol):
@@ -62,6 +76,8 @@ class Route(Protocol):
 
     upstream: str
     """The API base URL the CLI would have used."""
+    secret: str
+    """The value of the SECRET_HEADER every request of the session carries."""
 
     def admit(self, headers: dict[str, str], body: bytes) -> Exchange | str:
         """Admit one model request: its Exchange, or the wrap-up text to answer with instead of sending it."""
@@ -69,35 +85,6 @@ class Route(Protocol):
 
 class UpstreamError(Exception):
     """The API answered a model request with an error status."""
-
-
-def refusal(text: str, model: str, stream: bool) -> tuple[str, bytes]:
-    """An assistant message holding `text` (ending the turn), as the API would send it: (content type, body)."""
-    message: dict[str, Any] = {
-        "id": f"msg_otel_budget_{next(_ids)}", "type": "message", "role": "assistant", "model": model,
-        "content": [], "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 0, "output_tokens": 0},
-    }
-    if not stream:
-        whole = {**message, "content": [{"type": "text", "text": text}], "stop_reason": "end_turn"}
-        return "application/json", json.dumps(whole).encode()
-    events = [
-        ("message_start", {"type": "message_start", "message": message}),
-        ("content_block_start", {"type": "content_block_start", "index": 0,
-                                 "content_block": {"type": "text", "text": ""}}),
-        ("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                 "delta": {"type": "text_delta", "text": text}}),
-        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-        ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                           "usage": {"output_tokens": 0}}),
-        ("message_stop", {"type": "message_stop"}),
-    ]
-    body = b"".join(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in events)
-    return "text/event-stream", body
-
-
-def _error(status: int, message: str) -> bytes:
-    kind = "not_found_error" if status == 404 else "api_error"
-    return json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
 
 
 def _events(block: bytes) -> dict[str, Any] | None:
@@ -112,121 +99,205 @@ def _events(block: bytes) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+class BadRequest(Exception):
+    """A request the API would refuse as it is (answered 400, never sent)."""
+
+
+_SERVING: contextvars.ContextVar[Serving] = contextvars.ContextVar("otel_budget_claude_serving")
+
+
 class Gateway:
-    """The process's loopback gateway: routes by the first path segment, forwards to each route's upstream."""
+    """The process's loopback gateway: routes by the first path segment, forwards to each route's upstream.
+
+    It listens from its first session's start to its last session's end (then a new session starts it again)."""
 
     def __init__(self) -> None:
         self._routes: dict[str, Route] = {}
         self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._client: Any = None
-        self.port = 0
+        self._serving: Serving | None = None
+
+    @property
+    def port(self) -> int:
+        """The port it listens on (0 when it is not listening)."""
+        serving = self._serving
+        return serving.port if serving is not None else 0
 
     # --- routes (any thread) -------------------------------------------------------------------------------
 
     def add(self, key: str, route: Route) -> str:
         """Serve `route` under `key`; returns the base URL to give the CLI."""
-        self._ensure_started()
         with self._lock:
+            if self._serving is None:
+                self._serving = Serving(self._connection)
             self._routes[key] = route
-        return f"http://127.0.0.1:{self.port}/{key}"
+            port = self._serving.port
+        return f"http://127.0.0.1:{port}/{key}"
 
     def remove(self, key: str) -> None:
+        """Stop serving `key`; with it the last, stop listening."""
         with self._lock:
             self._routes.pop(key, None)
-
-    def _ensure_started(self) -> None:
-        with self._lock:
-            if self._loop is not None:
+            if self._routes or self._serving is None:
                 return
-            loop = asyncio.new_event_loop()
-            ready = threading.Event()
-            failure: list[BaseException] = []
-
-            def serve() -> None:
-                asyncio.set_event_loop(loop)
-                try:
-                    server = loop.run_until_complete(asyncio.start_server(self._connection, "127.0.0.1", 0))
-                    self.port = server.sockets[0].getsockname()[1]
-                except BaseException as exc:  # noqa: BLE001 - reported to the starting thread
-                    failure.append(exc)
-                    ready.set()
-                    return
-                ready.set()
-                loop.run_forever()
-
-            threading.Thread(target=serve, name="otel-budget-claude-gateway", daemon=True).start()
-            ready.wait()
-            if failure:
-                raise failure[0]
-            self._loop = loop
+            serving, self._serving = self._serving, None
+        serving.stop()
 
     # --- serving (the gateway's loop) ---------------------------------------------------------------------
 
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _connection(self, serving: Serving, reader: asyncio.StreamReader,
+                          writer: asyncio.StreamWriter) -> None:
         import h11
 
-        conn = h11.Connection(h11.SERVER)
+        if len(serving.connections) >= http.MAX_CONNECTIONS:
+            writer.close()
+            return
+        task = asyncio.current_task()
+        assert task is not None
+        serving.connections.add(task)
+        _SERVING.set(serving)
+        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=http.MAX_HEAD)
         try:
             while True:
-                event = await self._next(conn, reader)
+                event, deadline = await self._head(conn, reader)
                 if not isinstance(event, h11.Request):
                     return
-                body = bytearray()
-                while True:
-                    part = await self._next(conn, reader)
-                    if isinstance(part, h11.Data):
-                        body += part.data
-                    elif isinstance(part, h11.EndOfMessage):
-                        break
-                    else:
+                checked = self._check(event)
+                if not isinstance(checked[0], int):
+                    route, kind, path = checked
+                    body = await self._body(conn, reader, deadline, http.MAX_BODY)
+                    if body is None:
+                        await self._decline(conn, reader, writer, 413, _TOO_LARGE, None, deadline)
                         return
-                await self._handle(conn, writer, event, bytes(body))
+                    await self._handle(conn, writer, event, route, kind, path, body)
+                elif not await self._decline(conn, reader, writer, checked[0], checked[1], event, deadline):
+                    return
                 if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
                     return
                 conn.start_next_cycle()
-        except (ConnectionError, h11.ProtocolError, asyncio.IncompleteReadError):
+        except (ConnectionError, TimeoutError, h11.ProtocolError, asyncio.IncompleteReadError):
             return
         except Exception:  # noqa: BLE001 - one broken exchange must not stop the gateway
             log.warning("otel-budget: the Claude Code gateway failed on a request", exc_info=True)
         finally:
+            serving.connections.discard(task)
             writer.close()
 
     @staticmethod
-    async def _next(conn: Any, reader: asyncio.StreamReader) -> Any:
+    async def _receive(conn: Any, reader: asyncio.StreamReader, deadline: float) -> Any:
+        """The next h11 event, reading until `deadline` (TimeoutError beyond it)."""
         import h11
 
+        loop = asyncio.get_running_loop()
         while True:
             event = conn.next_event()
             if event is not h11.NEED_DATA:
                 return event
-            conn.receive_data(await reader.read(65536))
+            left = deadline - loop.time()
+            if left <= 0:
+                raise TimeoutError
+            conn.receive_data(await asyncio.wait_for(reader.read(65536), left))
 
-    async def _handle(self, conn: Any, writer: asyncio.StreamWriter, request: Any, body: bytes) -> None:
-        target = request.target.decode("latin-1")
-        key, _, rest = target.lstrip("/").partition("/")
-        rest = "/" + rest
+    async def _head(self, conn: Any, reader: asyncio.StreamReader) -> tuple[Any, float]:
+        """The next request's head: its first byte within IDLE_TIMEOUT, the whole request within REQUEST_TIMEOUT of
+        it. Returns the event and the deadline its body must arrive by."""
+        import h11
+
+        loop = asyncio.get_running_loop()
+        if conn.trailing_data[0]:  # the next request's first bytes came with the last one
+            deadline = loop.time() + http.REQUEST_TIMEOUT
+            return await self._receive(conn, reader, deadline), deadline
+        event = conn.next_event()
+        if event is not h11.NEED_DATA:
+            return event, loop.time() + http.REQUEST_TIMEOUT
+        first = await asyncio.wait_for(reader.read(65536), http.IDLE_TIMEOUT)
+        deadline = loop.time() + http.REQUEST_TIMEOUT
+        conn.receive_data(first)
+        return await self._receive(conn, reader, deadline), deadline
+
+    async def _body(self, conn: Any, reader: asyncio.StreamReader, deadline: float, limit: int) -> bytes | None:
+        """The request's body, or None when it is longer than `limit` (what came is not kept)."""
+        import h11
+
+        body = bytearray()
+        while True:
+            part = await self._receive(conn, reader, deadline)
+            if isinstance(part, h11.Data):
+                if len(body) + len(part.data) > limit:
+                    return None
+                body += part.data
+            elif isinstance(part, h11.EndOfMessage):
+                return bytes(body)
+            else:
+                raise ConnectionError("the request ended before its body")
+
+    def _check(self, request: Any) -> tuple[Route, http.Kind, str] | tuple[int, str]:
+        """From the request's head alone: its route, what it is and the path to send, or (status, why not)."""
+        method = request.method.decode("latin-1")
+        parsed = http.normalize(request.target.decode("latin-1"))
+        if parsed is None or not parsed[0]:
+            return 404, "otel-budget gateway: not a path this gateway serves"
+        segments, query = parsed
         with self._lock:
-            route = self._routes.get(key)
+            route = self._routes.get(segments[0])
         if route is None:
-            await self._send(conn, writer, 404, "application/json",
-                             _error(404, "otel-budget: this Claude Code session has ended"))
-            return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in request.headers}
+            return 404, "otel-budget: this Claude Code session has ended"
+        given = [v for k, v in request.headers if k == http.SECRET_HEADER.encode()]
+        if len(given) != 1 or not hmac.compare_digest(given[0], route.secret.encode()):
+            return 401, f"otel-budget gateway: this session's requests carry its {http.SECRET_HEADER} header"
+        found = http.endpoint(method, segments[1:])
+        if found is None:
+            return 404, (f"otel-budget gateway: {method} /{'/'.join(segments[1:])} is not served "
+                         f"(only {http.served()})")
+        kind, path = found
+        length = _content_length(request)
+        if length is not None and length > http.MAX_BODY:
+            return 413, _TOO_LARGE
+        return route, kind, path + (f"?{query}" if query else "")
+
+    async def _decline(self, conn: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, status: int,
+                       message: str, request: Any, deadline: float) -> bool:
+        """Answer `status` without reading the body into memory; True when the connection can go on."""
+        length = _content_length(request) if request is not None else None
+        if length is not None and length <= _DRAINED:  # read a small body away: the connection goes on
+            await self._body(conn, reader, deadline, _DRAINED)
+            await self._send(conn, writer, status, "application/json", _error(status, message))
+            return True
+        await self._send(conn, writer, status, "application/json", _error(status, message), close=True)
+        # Read what is still coming and drop it, so the client reads the answer instead of a reset.
+        loop = asyncio.get_running_loop()
+        end = min(deadline, loop.time() + _LINGER)
+        with contextlib.suppress(Exception):
+            if writer.can_write_eof():
+                writer.write_eof()
+            while (left := end - loop.time()) > 0:
+                dropped: bytes = await asyncio.wait_for(reader.read(65536), left)
+                if not dropped:
+                    break
+        return False
+
+    async def _handle(self, conn: Any, writer: asyncio.StreamWriter, request: Any, route: Route, kind: http.Kind,
+                      path: str, body: bytes) -> None:
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in request.headers
+                   if k != http.SECRET_HEADER.encode()}  # the session's key is not passed on
         method = request.method.decode("latin-1")
         exchange: Exchange | None = None
-        if method == "POST" and rest.split("?", 1)[0].rstrip("/") == _MESSAGES:
+        if kind == "admit":
             try:
                 admitted = route.admit(headers, body)
-            except Exception:  # noqa: BLE001 - our bug: the request goes through unchanged
-                log.warning("otel-budget: could not admit a Claude Code request; sending it unmetered", exc_info=True)
-            else:
-                if isinstance(admitted, str):
-                    await self._refuse(conn, writer, admitted, body)
-                    return
-                exchange = admitted
-                body = admitted.body
-        await self._forward(conn, writer, route, method, rest, headers, body, exchange)
+            except BadRequest as exc:
+                await self._send(conn, writer, 400, "application/json", _error(400, f"otel-budget gateway: {exc}"))
+                return
+            except Exception as exc:  # noqa: BLE001 - our bug: the request is not sent (the brake fails closed)
+                log.warning("otel-budget: could not admit a Claude Code request; it was not sent", exc_info=True)
+                await self._send(conn, writer, 500, "application/json", _error(
+                    500, f"otel-budget gateway: the request was not sent: admitting it failed ({type(exc).__name__})"))
+                return
+            if isinstance(admitted, str):
+                await self._refuse(conn, writer, admitted, body)
+                return
+            exchange = admitted
+            body = admitted.body
+        await self._forward(conn, writer, route, method, path, headers, body, exchange)
 
     async def _refuse(self, conn: Any, writer: asyncio.StreamWriter, text: str, request_body: bytes) -> None:
         try:
@@ -237,25 +308,23 @@ class Gateway:
         kind, data = refusal(text, str(asked.get("model") or ""), asked.get("stream") is True)
         await self._send(conn, writer, 200, kind, data)
 
-    async def _send(self, conn: Any, writer: asyncio.StreamWriter, status: int, kind: str, data: bytes) -> None:
+    async def _send(self, conn: Any, writer: asyncio.StreamWriter, status: int, kind: str, data: bytes,
+                    close: bool = False) -> None:
         import h11
 
         headers = [("content-type", kind), ("content-length", str(len(data)))]
-        if status == 404:  # a session that ended: retrying cannot help
+        if status in _FINAL:  # a session that ended, a request refused as it is: retrying cannot help
             headers.append(("x-should-retry", "false"))
+        if close:
+            headers.append(("connection", "close"))
         writer.write(conn.send(h11.Response(status_code=status, headers=headers)))
         writer.write(conn.send(h11.Data(data=data)))
         writer.write(conn.send(h11.EndOfMessage()))
         await writer.drain()
 
-    def _http(self) -> Any:
-        if self._client is None:
-            try:
-                import httpx2 as httpx  # what the SDK's own dependencies (mcp) bring
-            except ImportError:  # pragma: no cover
-                import httpx  # type: ignore[no-redef]
-            self._client = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=30.0))
-        return self._client
+    @staticmethod
+    def _http() -> Any:
+        return _SERVING.get().http()
 
     async def _forward(self, conn: Any, writer: asyncio.StreamWriter, route: Route, method: str, path: str,
                        headers: dict[str, str], body: bytes, exchange: Exchange | None) -> None:
@@ -365,4 +434,4 @@ def gateway() -> Gateway:
         return _gateway
 
 
-__all__ = ["Exchange", "Gateway", "Route", "UpstreamError", "gateway", "refusal"]
+__all__ = ["BadRequest", "Exchange", "Gateway", "Route", "UpstreamError", "gateway", "refusal"]

@@ -12,6 +12,7 @@ import logging
 import math
 import re
 import secrets
+import shutil
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -31,7 +32,7 @@ from ...model.call import ModelCall
 from ...model.outcome import BudgetExceeded, UnknownPriceError
 from ...telemetry import semconv as sc
 from ..providers.anthropic import AnthropicAdapter, MessageStream
-from ._claude_gateway import gateway
+from ._claude_gateway import BadRequest, gateway
 from ._framework import stop_text
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,9 @@ log = logging.getLogger(__name__)
 _AGENT_HEADER = "x-claude-code-agent-id"
 _DELEGATION_TOOLS = frozenset({"Agent", "Task"})
 _REFUSAL_ID = "msg_otel_budget_"
+#: Subagent runs a session keeps open at once (a request with a new `x-claude-code-agent-id` opens one): beyond it,
+#: a request of a new subagent is answered with a refusal and not sent.
+MAX_SUBAGENTS = 64
 _ids = itertools.count(1)
 
 
@@ -97,6 +101,8 @@ class Session:
 
     def __init__(self, node: RunNode, model: str, upstream: str) -> None:
         self.id = f"s{next(_ids)}-{secrets.token_urlsafe(12)}"  # its gateway route: not guessable by other processes
+        self.secret = secrets.token_urlsafe(32)  # the header value every request must carry besides the route
+        self.files: str | None = None  # the directory of the CLI's settings file, removed with the session
         self.node = node
         self.model = model
         self.upstream = upstream
@@ -111,11 +117,29 @@ class Session:
     # --- the gate (the gateway's route) --------------------------------------------------------------------
 
     def admit(self, headers: dict[str, str], body: bytes) -> ClaudeCall | str:
-        """Admit one model request of the CLI: its ClaudeCall, or the wrap-up to answer with instead."""
-        request = json.loads(body or b"{}")
+        """Admit one model request of the CLI: its ClaudeCall, or the wrap-up to answer with instead. When admitting
+        fails (our bug), the request is not sent: the run stops with `error`, naming the bug (fails closed)."""
+        try:
+            request = json.loads(body or b"{}")
+        except ValueError:
+            raise BadRequest("the request body is not JSON") from None
         if not isinstance(request, dict):
-            raise ValueError("a Claude Code request body is not a JSON object")
-        agent = self.agent(headers.get(_AGENT_HEADER))
+            raise BadRequest("the request body is not a JSON object")
+        node = self.node
+        try:
+            agent = self.agent(headers.get(_AGENT_HEADER))
+            if agent is None:
+                return (f"otel-budget: this subagent was not started: {MAX_SUBAGENTS} subagents of this session "
+                        f"are running already, the most a session opens at once.")
+            node = agent.node
+            return self._admit(agent, request, body)
+        except Exception as exc:  # noqa: BLE001 - our bug: the brake fails closed
+            log.warning("otel-budget: could not admit a Claude Code request; it was not sent", exc_info=True)
+            detail = (f"otel-budget could not admit a model request ({type(exc).__name__}), so it was not sent; "
+                      "this is a bug in otel-budget")
+            return stop_text(node, node.stop(StopReason.ERROR, None, detail))
+
+    def _admit(self, agent: Agent, request: dict[str, Any], body: bytes) -> ClaudeCall | str:
         limit = request.get("max_tokens")
         call = ModelCall(sc.PROVIDER_ANTHROPIC, sc.OP_CHAT, str(request.get("model") or self.model),
                          limit if isinstance(limit, int) else None, request.get("stream") is True)
@@ -134,13 +158,16 @@ class Session:
             body = json.dumps({**request, "max_tokens": guard.max_output_tokens}).encode()
         return ClaudeCall(self, guard, body)
 
-    def agent(self, agent_id: str | None, name: str | None = None) -> Agent:
-        """The main agent (no id) or the subagent `agent_id`, whose run is opened on first sight."""
+    def agent(self, agent_id: str | None, name: str | None = None) -> Agent | None:
+        """The main agent (no id) or the subagent `agent_id`, whose run is opened on first sight; None when
+        MAX_SUBAGENTS are open already."""
         if not agent_id:
             return self.main
         with self.lock:
             agent = self.subagents.get(agent_id)
             if agent is None:
+                if len(self.subagents) >= MAX_SUBAGENTS:
+                    return None
                 agent = self.subagents[agent_id] = self._open(name or "subagent")
             return agent
 
@@ -185,7 +212,9 @@ class Session:
 
     async def on_subagent_start(self, data: Any, tool_use_id: str | None, context: Any) -> dict[str, Any]:
         try:
-            self.agent(str(data.get("agent_id") or ""), str(data.get("agent_type") or "subagent"))
+            if self.agent(str(data.get("agent_id") or ""), str(data.get("agent_type") or "subagent")) is None:
+                log.warning("otel-budget: a Claude Code subagent was not started: %d are running already",
+                            MAX_SUBAGENTS)
         except Exception:  # noqa: BLE001
             log.warning("otel-budget: could not open a Claude Code subagent's run", exc_info=True)
         return {}
@@ -199,7 +228,10 @@ class Session:
 
     def _gate_tool(self, data: Any) -> dict[str, Any]:
         """Deny a tool once its agent's run stopped; refuse a delegation beyond max_depth."""
-        node = self.agent(data.get("agent_id")).node
+        agent = self.agent(data.get("agent_id"))
+        if agent is None:
+            return _deny(f"otel-budget: {MAX_SUBAGENTS} subagents of this session are running already.")
+        node = agent.node
         name = str(data.get("tool_name", ""))
         if name in _DELEGATION_TOOLS:
             refused = self._refuse_delegation(node, data.get("tool_input") or {})
@@ -262,8 +294,10 @@ class Session:
             node.stop_state = (StopReason.STEPS, "max_steps", "Claude Code stopped at max_turns.")
 
     def close(self) -> None:
-        """Close the subagents' runs still open and stop serving this session."""
+        """Close the subagents' runs still open, stop serving this session and remove its settings file."""
         gateway().remove(self.id)
+        if self.files is not None:
+            shutil.rmtree(self.files, ignore_errors=True)
         with self.lock:
             left = list(self.subagents)
         for agent_id in left:
@@ -333,4 +367,4 @@ def _deny(reason: str) -> dict[str, Any]:
                                    "permissionDecisionReason": reason}}
 
 
-__all__ = ["Agent", "ClaudeCall", "Session"]
+__all__ = ["MAX_SUBAGENTS", "Agent", "ClaudeCall", "Session"]

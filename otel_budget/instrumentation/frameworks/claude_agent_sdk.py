@@ -22,7 +22,9 @@ A budget for one session: `otel_budget.claude.BudgetedOptions(..., otel_budget=B
 `outcome(client)` is its RunOutcome.
 
 This module holds the patches. The options pointed at the gateway are `_claude_options`, the session (admission,
-hooks, the CLI's messages) `_claude_session`, the gateway `_claude_gateway`: imported one way, in that order.
+hooks, the CLI's messages) `_claude_session`, the gateway `_claude_gateway` (what it serves and the bounds it
+keeps: `_claude_http`; its server's life: `_claude_serving`): imported one way, in that order. What the gateway
+trusts is in docs/security.md ("The Claude gateway").
 """
 
 from __future__ import annotations
