@@ -151,10 +151,10 @@ def test_claude_gateway_writer_ends_done(scripted_llm: ScriptedLLM, otel: Any) -
     model = "claude-sonnet-4-5"
     _writes(scripted_llm)
     messages: list[dict[str, Any]] = [{"role": "user", "content": "write"}]
-    headers = {"x-api-key": "test", "anthropic-version": "2023-06-01"}
     with otel_budget.run("gateway-writer") as run:
         session = Session(run.node, model, scripted_llm.base_url)
         base = gateway().add(session.id, session)
+        headers = {"x-api-key": "test", "anthropic-version": "2023-06-01", "x-otel-budget-key": session.secret}
         try:
             for _ in range(FILES + 2):
                 answer = httpx.post(base + "/v1/messages", headers=headers,
