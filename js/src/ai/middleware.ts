@@ -89,7 +89,8 @@ async function begin(node: RunNode, model: Model, params: Params):
   let callParams = adm.setMaxTokens ? { ...params, maxOutputTokens: adm.maxOutputTokens as number } : params;
   if (adm.noTools && Array.isArray(params.tools) && params.tools.length > 0) {
     // No tool call remains (maxToolCalls): the call goes without tools (as the wrap-up call), so the model
-    // answers and the run can end `done`. The SDK's providers drop tools themselves for toolChoice "none".
+    // answers and the run can end `done`. LanguageModelV2/V3/V4 call options all name them `tools` and
+    // `toolChoice`; the SDK's providers drop tools themselves for toolChoice "none".
     callParams = Object.fromEntries(Object.entries(callParams).filter(([k]) => k !== "tools" && k !== "toolChoice"));
   }
   const call: CallRecord = { provider, model: modelId, maxOutputTokens: callParams.maxOutputTokens ?? null,
