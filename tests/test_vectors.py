@@ -4,9 +4,10 @@ the stop decision, the limit, the usage, the detail and the wrap-up text byte fo
 their signatures, and Budget validation.
 
 A vector plays one run: `call` steps are model calls (admitted, then settled to the reported usage, then their
-tool calls recorded), `tool` steps are tool executions (admitted, run, their result noted), `child` steps are a
+tool calls recorded; an admission with no tool call left says `"no_tools": true`), `tool` steps are tool executions (admitted, run, their result noted), `child` steps are a
 nested run with its own steps. A refused model call ends the run (as a refused call ends an agent loop); a
-refused tool call does not run and the run goes on to its next model call, which the stop refuses.
+refused tool call does not run and the run goes on to its next model call, which the stop refuses. An outcome
+names `tool_calls_refused` when the model requested tool calls beyond max_tool_calls.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def _outcome(run: Any) -> dict[str, Any]:
     node, outcome = run.node, run.outcome
     timeless = outcome.model_copy(update={"usage": outcome.usage.model_copy(update={"seconds": 0.0})})
     u = outcome.usage
-    return {
+    out = {
         "stop_reason": outcome.stop_reason.value,
         "limit": outcome.limit,
         "detail": outcome.detail,
@@ -52,6 +53,9 @@ def _outcome(run: Any) -> dict[str, Any]:
                   "output_tokens": u.output_tokens, "cost_usd": u.cost_usd, "unpriced_calls": u.unpriced_calls},
         "wrap_up": template_wrap_up(node, timeless),
     }
+    if node.tool_calls_refused:  # requests beyond max_tool_calls: refused, never counted as used
+        out["tool_calls_refused"] = node.tool_calls_refused
+    return out
 
 
 def _play_steps(run: Any, steps: list[dict[str, Any]], events: list[dict[str, Any]]) -> None:
@@ -69,7 +73,10 @@ def _play_steps(run: Any, steps: list[dict[str, Any]], events: list[dict[str, An
             except BudgetExceeded as exc:
                 events.append({"step": index, "refused": exc.reason.value})
                 raise
-            events.append({"step": index, "max_output_tokens": adm.max_output_tokens if adm.set_max_tokens else None})
+            event = {"step": index, "max_output_tokens": adm.max_output_tokens if adm.set_max_tokens else None}
+            if adm.no_tools:  # no tool call remains: the adapters send this call without tools
+                event["no_tools"] = True
+            events.append(event)
             usage = call["usage"]
             pricing = config.get().prices.lookup(call.get("provider", "openai"), call["model"])
             cost = None if pricing is None else pricing.cost(

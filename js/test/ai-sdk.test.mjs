@@ -83,7 +83,8 @@ test("a ToolLoopAgent stuck on a portal whose next page never changes ends `stal
         inputSchema: z.object({ page: z.number() }),
         execute: async ({ page }) => {
           pages.push(page);
-          return "Invoices: INV-2026-0412 OPEN (page 1 of 1)"; // the portal never advances
+          // the portal never advances (a page, not an acknowledgment: longer than 64 characters)
+          return "Invoices: INV-2026-0412 OPEN, INV-2026-0419 OPEN, INV-2026-0433 OPEN (page 1 of 1)";
         },
       }),
     }),
@@ -323,3 +324,77 @@ test("budgeted() and budgetedTools() name what they need on bad input", () => {
   assert.throws(() => budgeted("openai/gpt-4o"), /budgeted\(model\): give a language model object.*model id string/);
   assert.throws(() => budgetedTools(null), /budgetedTools\(tools\)/);
 });
+
+function writerTools(written, answer) {
+  return budgetedTools({
+    write_file: tool({
+      description: "Write a file.",
+      inputSchema: z.object({ path: z.string(), content: z.string() }),
+      execute: async ({ path }) => {
+        written.push(path);
+        return answer;
+      },
+    }),
+  });
+}
+
+test("a loop writing five files, each answered \"ok\", ends `done` (an acknowledgment is no stall)", async () => {
+  const paths = [1, 2, 3, 4, 5].map((n) => `out/report-${n}.md`);
+  await llm.script(...paths.map((path) => toolTurn("write_file", { path, content: "# Report\n" })),
+    { text: "All five reports written.", input_tokens: 900, output_tokens: 12 });
+  const written = [];
+  const { result, outcome } = await run("ok-writer", { budget: { maxSteps: 10 } }, () => generateText({
+    model: budgeted(openai.chat("gpt-4o")), tools: writerTools(written, "ok"), stopWhen: stepCountIs(20),
+    maxRetries: 0, prompt: "Write them.",
+  }));
+  assert.equal(outcome.stopReason, "done", outcome.wrapUp);
+  assert.equal(result.text, "All five reports written.");
+  assert.deepEqual(written, paths);
+  assert.equal(await modelRequests().then((r) => r.length), 6);
+});
+
+for (const mode of ["generateText", "streamText"]) {
+  test(`maxToolCalls used up: the next call reaches the server without tools and the run ends done (${mode})`,
+    async () => {
+      await llm.script(toolTurn("write_file", { path: "a.md", content: "a" }),
+        toolTurn("write_file", { path: "b.md", content: "b" }),
+        { text: "Wrote a.md and b.md; c.md is left for later.", input_tokens: 900, output_tokens: 12 });
+      const written = [];
+      const options = { model: budgeted(openai.chat("gpt-4o")), tools: writerTools(written, "ok"),
+        toolChoice: "auto", stopWhen: stepCountIs(20), maxRetries: 0, prompt: "Write a.md, b.md and c.md." };
+      const { result, outcome } = await run("capped-tools", { budget: { maxToolCalls: 2 } }, async () => {
+        if (mode === "generateText") return generateText(options);
+        const stream = streamText(options);
+        return { text: await stream.text };
+      });
+      assert.equal(outcome.stopReason, "done", outcome.wrapUp);
+      assert.equal(result.text, "Wrote a.md and b.md; c.md is left for later.");
+      assert.deepEqual(written, ["a.md", "b.md"]);
+      assert.equal(outcome.usage.toolCalls, 2);
+      const sent = await modelRequests();
+      assert.equal(sent.length, 3);
+      assert.ok(Array.isArray(sent[1].body.tools) && sent[1].body.tools.length === 1, "one call left: tools sent");
+      assert.ok(!("tools" in sent[2].body), JSON.stringify(Object.keys(sent[2].body)));
+      assert.ok(!("tool_choice" in sent[2].body), JSON.stringify(Object.keys(sent[2].body)));
+      assert.equal(spans("invoke_agent capped-tools")[0].attributes["otel_budget.tool_calls.refused"], undefined);
+    });
+}
+
+test("tool calls beyond maxToolCalls in one response are refused (not run, not counted) and counted apart",
+  async () => {
+    await llm.script({ tool_calls: [1, 2, 3, 4].map((n) => ({ name: "write_file",
+      arguments: { path: `f${n}.md`, content: "x" } })), input_tokens: 400, output_tokens: 40 }, { text: "never" });
+    const written = [];
+    const { result, outcome } = await run("over-cap", { budget: { maxToolCalls: 3 } }, () => generateText({
+      model: budgeted(openai.chat("gpt-4o")), tools: writerTools(written, "ok"), stopWhen: stepCountIs(20),
+      maxRetries: 0, prompt: "Write four files.",
+    }));
+    assert.deepEqual(written, ["f1.md", "f2.md", "f3.md"]); // the fourth did not run
+    assert.equal(await modelRequests().then((r) => r.length), 1); // the next call was refused with the wrap-up
+    assert.equal(outcome.stopReason, "tool_calls");
+    assert.equal(outcome.usage.toolCalls, 3);
+    assert.equal(result.text, outcome.wrapUp);
+    assert.ok(outcome.wrapUp.startsWith("Stopped at a limit: max_tool_calls (3 of 3 tool calls used)."), outcome.wrapUp);
+    assert.equal(spans("invoke_agent over-cap")[0].attributes["otel_budget.tool_calls.refused"], 1);
+    assert.equal(spans("execute_tool write_file").length, 3);
+  });

@@ -22,10 +22,44 @@ test("5,000 calls with distinct tools and results: done, with bounded state", as
   assert.equal(outcome.usage.toolCalls, 5000);
   assert.ok(node.progress.requests.items.length <= 192);
   assert.ok(node.progress.executions.items.length <= 192);
-  assert.ok(node.progress.seen.size <= 4096);
-  assert.ok(node.progress.distinct.get("step").size <= 1000);
+  assert.ok(node.progress.seen.size <= 1024);
+  assert.ok(node.progress.names.size <= 1024);
+  assert.deepEqual(node.progress.distinctCount("step"), [256, false]);
   assert.equal(node.account.reserved.usd, 0); // every reservation settled
   assert.ok(Math.abs(outcome.usage.costUsd - 0.5) < 1e-9, String(outcome.usage.costUsd));
+});
+
+test("5,000 calls of 5,000 different tools answered \"ok\": done, with the progress watch bounded", async () => {
+  let node;
+  const { outcome } = await run("many-tools", { budget: { maxSteps: 10_000 } }, async () => {
+    node = currentNode();
+    for (let i = 0; i < 5000; i++) {
+      settleCall(admit(node, "openai", "gpt-4o-mini", null, () => 400), { inputTokens: 10, outputTokens: 1 }, 0, 400);
+      recordToolRequests(node, [[`tool_${i}`, "{}", `c${i}`]]);
+      settleTool(node, `tool_${i}`, admitTool(node, `tool_${i}`, {}));
+      noteToolResult(node, `tool_${i}`, `c${i}`, "ok");
+    }
+  });
+  assert.equal(outcome.stopReason, "done");
+  assert.ok(node.progress.tools.size <= 128, String(node.progress.tools.size));
+  assert.ok(node.progress.names.size <= 1024 && node.progress.seen.size <= 1024);
+});
+
+test("a stall after more distinct results than are kept says \"at least\" (as Python's wrap-up)", async () => {
+  const { outcome } = await run("long-portal", { budget: { maxSteps: 1000 } }, async () => {
+    const node = currentNode();
+    for (let i = 0; i < 303; i++) {
+      settleCall(admit(node, "openai", "gpt-4o-mini", null, () => 400), { inputTokens: 10, outputTokens: 1 }, 0, 400);
+      recordToolRequests(node, [["next_page", JSON.stringify({ page: i }), `p${i}`]]);
+      settleTool(node, "next_page", admitTool(node, "next_page", { page: i }));
+      const page = i < 300 ? i : 300;
+      noteToolResult(node, "next_page", `p${i}`, `Invoices, page ${page}: INV-2026-0412 OPEN, INV-2026-0419 OPEN, INV-2026-0433 OPEN, and more`);
+    }
+    admit(node, "openai", "gpt-4o-mini", null, () => 400);
+  });
+  assert.equal(outcome.stopReason, "stalled");
+  assert.ok(outcome.wrapUp.endsWith("Missing: what next_page should have returned next (it gave at least 256 distinct "
+    + "results in 303 calls); the rest of the task."), outcome.wrapUp);
 });
 
 test("a bad Budget names the field and what to give", () => {

@@ -19,7 +19,7 @@ function budgetOptions(spec) {
 
 function outcomeOf(node, outcome) {
   const u = outcome.usage;
-  return {
+  const out = {
     stop_reason: outcome.stopReason,
     limit: outcome.limit,
     detail: outcome.detail,
@@ -27,6 +27,9 @@ function outcomeOf(node, outcome) {
       output_tokens: u.outputTokens, cost_usd: u.costUsd, unpriced_calls: u.unpricedCalls },
     wrap_up: templateWrapUp(node, { ...outcome, usage: { ...u, seconds: 0 } }),
   };
+  // requests beyond max_tool_calls: refused, never counted as used
+  if (node.toolCallsRefused) out.tool_calls_refused = node.toolCallsRefused;
+  return out;
 }
 
 async function playSteps(node, steps, events) {
@@ -45,7 +48,9 @@ async function playSteps(node, steps, events) {
         }
         throw exc;
       }
-      events.push({ step: index, max_output_tokens: adm.setMaxTokens ? adm.maxOutputTokens : null });
+      const event = { step: index, max_output_tokens: adm.setMaxTokens ? adm.maxOutputTokens : null };
+      if (adm.noTools) event.no_tools = true; // no tool call remains: the adapters send this call without tools
+      events.push(event);
       const u = call.usage;
       const pricing = getSettings().prices.lookup(provider, call.model);
       const cost = pricing === null ? null : pricing.cost(u.input_tokens, u.output_tokens, u.cache_read ?? 0,

@@ -86,7 +86,13 @@ async function begin(node: RunNode, model: Model, params: Params):
   const measure = () => (chars = chars < 0 ? inputChars(params) : chars);
   const adm = await admitWaiting(node, provider, modelId, params.maxOutputTokens ?? null, measure);
   node.root.budgetedCalls += 1;
-  const callParams = adm.setMaxTokens ? { ...params, maxOutputTokens: adm.maxOutputTokens as number } : params;
+  let callParams = adm.setMaxTokens ? { ...params, maxOutputTokens: adm.maxOutputTokens as number } : params;
+  if (adm.noTools && Array.isArray(params.tools) && params.tools.length > 0) {
+    // No tool call remains (maxToolCalls): the call goes without tools (as the wrap-up call), so the model
+    // answers and the run can end `done`. LanguageModelV2/V3/V4 call options all name them `tools` and
+    // `toolChoice`; the SDK's providers drop tools themselves for toolChoice "none".
+    callParams = Object.fromEntries(Object.entries(callParams).filter(([k]) => k !== "tools" && k !== "toolChoice"));
+  }
   const call: CallRecord = { provider, model: modelId, maxOutputTokens: callParams.maxOutputTokens ?? null,
     turn: adm.turn, costUsd: null };
   // measured only when a token or money limit needed the request's size (no per-call work for other runs)
@@ -117,7 +123,7 @@ async function wrapGenerate({ doGenerate, params, model }: { doGenerate: () => P
   const deadline = deadlineSignal(node, started.params);
   let result: any;
   try {
-    result = adm.setMaxTokens || deadline !== null
+    result = started.params !== params || deadline !== null
       ? await model.doGenerate(deadline !== null ? { ...started.params, abortSignal: deadline.signal } : started.params)
       : await doGenerate();
   } catch (exc) {
@@ -219,7 +225,7 @@ async function wrapStream({ doStream, params, model }: { doStream: () => Promise
   const deadline = deadlineSignal(node, started.params);
   let inner: any;
   try {
-    inner = adm.setMaxTokens || deadline !== null
+    inner = started.params !== params || deadline !== null
       ? await model.doStream(deadline !== null ? { ...started.params, abortSignal: deadline.signal } : started.params)
       : await doStream();
   } catch (exc) {

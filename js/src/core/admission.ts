@@ -33,6 +33,8 @@ export class Admission {
   estimated = false;
   priced = false;
   done = false;
+  /** No tool call remains (maxToolCalls): the call goes without tools, so the model can answer. */
+  noTools = false;
   constructor(readonly node: RunNode, readonly amounts: Amounts) {}
 }
 
@@ -66,6 +68,7 @@ export function admit(node: RunNode, provider: string, model: string, maxOutput:
   }
   const amounts: Amounts = { steps: 1 };
   const adm = new Admission(node, amounts);
+  if (limited.has("tool_calls") && headroom(node.accounts, "tool_calls") < 1) adm.noTools = true;
   if (![...limited].some((d) => !COUNT_DIMS.has(d))) {
     reserveCall(node, adm, what, false);
     return adm;

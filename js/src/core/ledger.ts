@@ -88,6 +88,17 @@ export function settle(accounts: readonly Account[], reserved: Amounts, actual: 
   }
 }
 
+/**
+ * Count up to `want` whole units of `dim` as used on every account at once, as many as all have room for;
+ * returns how many were counted (the rest do not fit and are not counted).
+ */
+export function take(accounts: readonly Account[], dim: string, want: number): number {
+  const room = headroom(accounts, dim);
+  const taken = room >= want ? want : Math.max(0, Math.trunc(room));
+  if (taken > 0) for (const acc of accounts) acc.used[dim] += taken;
+  return taken;
+}
+
 /** The smallest headroom on `dim` over `accounts`. */
 export function headroom(accounts: readonly Account[], dim: string): number {
   let min = Infinity;

@@ -18,8 +18,8 @@ export const DIM_REASON: Record<string, [StopReason, LimitName]> = Object.fromEn
 /** Stops recorded between calls that refuse the next model or tool call. */
 const GATED: ReadonlySet<string> = new Set([StopReason.REPEAT, StopReason.STALLED, StopReason.TOOL_CALLS,
   StopReason.AWAITING_APPROVAL, StopReason.DENIED]);
-/** Headroom at or below which an account counts as used up (a step needs a whole one; tool calls stop when over). */
-const EXHAUSTED_AT: Record<string, number> = { steps: 0.5, tool_calls: -0.5 };
+/** Headroom at or below which an account counts as used up (a step or a tool call needs a whole one). */
+const EXHAUSTED_AT: Record<string, number> = { steps: 0.5, tool_calls: 0.5 };
 
 export type StopState = [StopReason, RunOutcome["limit"], string];
 
@@ -51,6 +51,8 @@ export class RunNode {
   readonly toolsRequested = new Counter();
   readonly toolsExecuted = new Counter();
   readonly pendingTools = new Counter();
+  /** Tool calls the model requested beyond maxToolCalls (never counted as used, never run). */
+  toolCallsRefused = 0;
   readonly progress = new ProgressWatch();
   readonly depthRefused: string | null;
   lastRequest: string | null = null;
@@ -190,8 +192,11 @@ export class RunNode {
     return this.stop(reason, field as LimitName, detail, by);
   }
 
-  /** Throw BudgetExceeded for an ended run, depth, time and pending stops (repeat, stalls, tool calls). */
-  checkGates(what: string): void {
+  /**
+   * Throw BudgetExceeded for an ended run, depth, time and pending stops (repeat, stalls, tool calls). `counted`:
+   * a tool execution whose request was counted within maxToolCalls, which a tool-call stop does not refuse.
+   */
+  checkGates(what: string, counted = false): void {
     const ended = this.chain.find((n) => n.closed);
     if (ended !== undefined) {
       const detail = `${what} was not sent: the run '${ended.name}' it belongs to has already ended (the work was `
@@ -214,6 +219,7 @@ export class RunNode {
     }
     if (this.stopState !== null && GATED.has(this.stopState[0])) {
       const [reason, limit, detail] = this.stopState;
+      if (counted && reason === StopReason.TOOL_CALLS) return;
       throw this.stop(reason, limit, detail);
     }
   }

@@ -2,9 +2,9 @@
  * What a run watches between calls (core/watch.py): the tools the model asked for, repeated calls and cycles,
  * unchanged results (stalls), and the admission of a tool execution.
  */
-import { StopReason } from "../model/budget.js";
+import { StopReason, plural } from "../model/budget.js";
 import { canonicalArguments } from "../model/signatures.js";
-import { type Amounts, headroom, reserve, settle } from "./ledger.js";
+import { type Amounts, reserve, settle, take } from "./ledger.js";
 import type { RunNode } from "./node.js";
 import { findCycle } from "./progress.js";
 
@@ -26,13 +26,19 @@ function checkCycle(node: RunNode, history: [string, string][], who: string, the
   }
 }
 
-/** The model asked for these tools: count them, watch for repetition (a stop refuses the next call). */
+/**
+ * The model asked for these tools: count them, watch for repetition (a stop refuses the next call). Only what
+ * fits under maxToolCalls is counted as used; the requests beyond it are refused (never run, never counted).
+ */
 export function recordToolRequests(node: RunNode, calls: ToolRequest[]): void {
   if (calls.length === 0) return;
-  settle(node.accounts, {}, { tool_calls: calls.length });
-  for (const n of node.chain) for (const [name] of calls) n.toolsRequested.add(name);
-  for (const [name, args, callId] of calls) {
-    node.pendingTools.add(name);
+  const counted = take(node.accounts, "tool_calls", calls.length);
+  const refused = calls.length - counted;
+  // the tools of a child count in every ancestor's record (the wrap-up lists the tree's)
+  for (const n of node.chain) for (const [name] of calls.slice(0, counted)) n.toolsRequested.add(name);
+  if (refused > 0) for (const n of node.chain) n.toolCallsRefused += refused;
+  for (const [index, [name, args, callId]] of calls.entries()) {
+    if (index < counted) node.pendingTools.add(name); // counted: its execution is not counted again
     const key = `${name}\u0000${canonicalArguments(args)}`;
     node.requestStreak = key === node.lastRequest ? node.requestStreak + 1 : 1;
     node.lastRequest = key;
@@ -46,16 +52,18 @@ export function recordToolRequests(node: RunNode, calls: ToolRequest[]): void {
         + "call was not sent."];
     }
   }
-  if (headroom(node.accounts, "tool_calls") < 0) {
-    node.stop(StopReason.TOOL_CALLS, "max_tool_calls", "the model requested more tool calls than max_tool_calls "
-      + "allows; the next call was not sent.", node.exhausted("tool_calls"));
+  if (refused > 0) {
+    node.stop(StopReason.TOOL_CALLS, "max_tool_calls", `the model requested ${plural(refused, "more tool call")} `
+      + "than max_tool_calls allows (refused, not run and not counted); the next call was not sent.",
+    node.exhausted("tool_calls"));
   }
 }
 
 /** Check a tool execution before it runs (throws BudgetExceeded); returns what it reserved. */
 export function admitTool(node: RunNode, name: string, args: unknown): Amounts {
   const what = `the tool ${name}`;
-  node.checkGates(what);
+  // a request counted within maxToolCalls still runs when others of its response went over the cap
+  node.checkGates(what, (node.pendingTools.get(name) ?? 0) > 0);
   const key = `${name}\u0000${canonicalArguments(args)}`;
   const streak = key === node.lastExec ? node.execStreak + 1 : 1;
   const limit = node.repeatLimit(name);

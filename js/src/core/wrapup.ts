@@ -93,13 +93,14 @@ export function templateWrapUp(node: RunNode, outcome: RunOutcome): string {
 function stalled(node: RunNode, outcome: RunOutcome, done: string): string {
   const detail = outcome.detail.split(", whatever")[0].split(" (max_stalls")[0];
   const tool = detail ? detail.split(" ")[0] : "";
-  const kinds = node.progress.distinct.get(tool)?.size ?? 0;
+  const [kinds, exact] = node.progress.distinctCount(tool);
   const parts = [detail ? `Stopped: no progress (max_stalls). ${detail}.` : "Stopped: no progress (max_stalls).",
     "The task is NOT complete; whatever the run produced so far is partial.", `Done: ${done}`];
   if (tool) {
     const calls = node.toolsExecuted.get(tool) || node.toolsRequested.get(tool) || 0;
-    parts.push(`Missing: what ${tool} should have returned next (it gave ${plural(kinds, "distinct result")} in `
-      + `${plural(calls, "call")}); the rest of the task.`);
+    const gave = exact ? plural(kinds, "distinct result") : `at least ${plural(kinds, "distinct result")}`;
+    parts.push(`Missing: what ${tool} should have returned next (it gave ${gave} in ${plural(calls, "call")}); `
+      + "the rest of the task.");
   } else {
     parts.push("Missing: the rest of the task.");
   }

@@ -19,6 +19,7 @@ export interface RunView {
   traceId: string | null;
   spanId: string | null;
   readonly outcome: RunOutcome | null;
+  readonly toolCallsRefused: number;
   spanLimits(): Record<string, number>;
   utilizationMax(): number;
 }
@@ -87,6 +88,7 @@ export function endRun(node: RunView, span: Span | null): void {
     for (const [dim, value] of Object.entries(used)) attrs[sc.USED_PREFIX + dim] = value;
     attrs[sc.UTILIZATION] = node.utilizationMax();
     if (outcome.limit) attrs[sc.STOP_LIMIT] = outcome.limit;
+    if (node.toolCallsRefused) attrs[sc.TOOL_CALLS_REFUSED] = node.toolCallsRefused;
     if (outcome.wrapUp) attrs[sc.WRAP_UP] = outcome.wrapUp;
     span.setAttributes(attrs);
     if (outcome.stopReason !== StopReason.DONE) {

@@ -44,6 +44,8 @@ export const LIMIT_PREFIX = "otel_budget.limit.";
 export const USED_PREFIX = "otel_budget.used.";
 export const UTILIZATION = "otel_budget.utilization";
 export const UNPRICED_CALLS = "otel_budget.unpriced_calls";
+/** Run span: tool calls requested beyond max_tool_calls (refused, not run, not counted). */
+export const TOOL_CALLS_REFUSED = "otel_budget.tool_calls.refused";
 export const COST_USD = "otel_budget.cost.usd";
 export const COST_SOURCE = "otel_budget.cost.source";
 export const TURN = "otel_budget.turn";
