@@ -19,6 +19,7 @@ from ..model._text import error_detail
 from ..model.budget import StopReason
 from ..model.outcome import RunOutcome
 from ..model.signatures import arguments_signature, result_signature
+from . import openinference as twins
 from . import semconv as sc
 from .messages import capture_mode
 from .peers import peer_span
@@ -28,15 +29,9 @@ if TYPE_CHECKING:
     from ..model.call import ModelCall
 
 log = logging.getLogger(__name__)
-#: Request attributes whose llm.invocation_parameters key is not their last name segment.
-_INVOCATION_NAMES = {sc.GEN_AI_REQUEST_CHOICE_COUNT: "n", sc.GEN_AI_OUTPUT_TYPE: "output_type"}
 
 
-#: llm.invocation_parameters JSON per call shape (model, output limit, request parameters): the same few recur.
-_INVOCATIONS: dict[tuple[Any, ...], str] = {}
-_INVOCATIONS_MAX = 256
 _METRIC_ATTRS_MAX = 256
-_SCALARS = (str, int, float, bool)
 
 
 class _MetricAttrs(NamedTuple):
@@ -80,7 +75,7 @@ class Telemetry:
         meter = metrics.get_meter(sc.TRACER_NAME, __version__, meter_provider=meter_provider)
         self.latest = latest_gen_ai_metrics()
         #: Whether spans also carry the OpenInference twins (Arize AX, Phoenix before 15.10).
-        self.openinference = openinference_from_env() if openinference is None else bool(openinference)
+        self.openinference = twins.from_env() if openinference is None else bool(openinference)
         #: The cache-write attribute: the released name, or the newest one when the opt-in asks for it.
         self.cache_write_attr = (sc.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS if self.latest
                                  else sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS)
@@ -284,7 +279,7 @@ class Telemetry:
         if self.openinference:
             attrs[sc.OI_SPAN_KIND] = sc.OI_KIND_LLM
             attrs[sc.OI_LLM_PROVIDER] = sc.OI_PROVIDERS.get(call.provider, call.provider)
-            attrs[sc.OI_INVOCATION_PARAMETERS] = _invocation_json(call)
+            attrs[sc.OI_INVOCATION_PARAMETERS] = twins.invocation_json(call)
             if call.conversation_id is not None:
                 attrs[sc.OI_SESSION_ID] = call.conversation_id
         peer = peer_span()  # another instrumentor's span of this very call: one LLM span, ours in content
@@ -323,7 +318,7 @@ class Telemetry:
             if call.cost_usd is not None:
                 attrs[sc.COST_USD] = _money(call.cost_usd)
             if oi:
-                _openinference_call(attrs, call)
+                twins.call_attributes(attrs, call)
             if call.tool_calls:
                 attrs[sc.ACTIONS] = [f"{name}:{arguments_signature(args)}" for name, args, *_ in call.tool_calls]
             if call.capture is not None:
@@ -400,61 +395,10 @@ class Telemetry:
             span.end()
 
 
-def _openinference_call(attrs: dict[str, Any], call: ModelCall) -> None:
-    """Add the OpenInference twins of a finished call's GenAI attributes (the opt-in)."""
-    attrs[sc.OI_LLM_MODEL_NAME] = call.response_model or call.model
-    u = call.usage
-    if u is not None:
-        attrs[sc.OI_TOKEN_PROMPT] = u.input_tokens
-        attrs[sc.OI_TOKEN_COMPLETION] = u.output_tokens
-        attrs[sc.OI_TOKEN_TOTAL] = u.input_tokens + u.output_tokens
-        if u.cache_read:
-            attrs[sc.OI_TOKEN_CACHE_READ] = u.cache_read
-        if u.cache_write:
-            attrs[sc.OI_TOKEN_CACHE_WRITE] = u.cache_write
-        if u.reasoning:
-            attrs[sc.OI_TOKEN_REASONING] = u.reasoning
-    if call.cost_usd is not None:
-        attrs[sc.OI_COST_TOTAL] = attrs[sc.COST_USD]
-        if call.cost_input_usd is not None:
-            attrs[sc.OI_COST_PROMPT] = _money(call.cost_input_usd)
-            attrs[sc.OI_COST_COMPLETION] = _money(call.cost_usd - call.cost_input_usd)
-
-
-def openinference_from_env() -> bool:
-    """Whether OTEL_BUDGET_OPENINFERENCE asks for the OpenInference twins."""
-    return os.environ.get(sc.ENV_OPENINFERENCE, "").strip().lower() in {"1", "true", "yes", "on"}
-
-
 def latest_gen_ai_metrics() -> bool:
     """Whether OTEL_SEMCONV_STABILITY_OPT_IN asks for the newest GenAI metric names."""
     value = os.environ.get(sc.ENV_SEMCONV_OPT_IN, "")
     return sc.OPT_IN_GEN_AI_LATEST in {v.strip() for v in value.split(",")}
-
-
-def _invocation_json(call: ModelCall) -> str:
-    """The request's invocation parameters as JSON, from a bounded cache when its values are plain scalars
-    (their types are part of the key: `1`, `1.0` and `True` are equal in Python, not in JSON)."""
-    params = call.params or {}
-    key: tuple[Any, ...] | None = (call.model, type(call.max_output_tokens), call.max_output_tokens)
-    for attr, value in params.items():
-        if type(value) not in _SCALARS:
-            key = None
-            break
-        key += (attr, type(value), value)  # type: ignore[operator]
-    if key is not None and (text := _INVOCATIONS.get(key)) is not None:
-        return text
-    invocation: dict[str, Any] = {"model": call.model}
-    if call.max_output_tokens is not None:
-        invocation["max_tokens"] = call.max_output_tokens
-    for attr, value in params.items():
-        invocation[_INVOCATION_NAMES.get(attr) or attr.rsplit(".", 1)[-1]] = value
-    text = json.dumps(invocation, default=str)
-    if key is not None:
-        if len(_INVOCATIONS) >= _INVOCATIONS_MAX:
-            _INVOCATIONS.clear()
-        _INVOCATIONS[key] = text
-    return text
 
 
 def _money(usd: float) -> float:
