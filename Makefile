@@ -66,7 +66,7 @@ $(JS7_STAMP): js/ai7/package.json js/ai7/package-lock.json
 	touch $(JS7_STAMP)
 
 js-test: $(STAMP) $(JS_STAMP) $(JS7_STAMP)
-	cd js && npx tsc -p tsconfig.json
+	cd js && npm run --silent build
 	cd js && OTEL_BUDGET_EXPECT_AI_MAJOR=6 node --test test/*.test.mjs
 	rm -rf js/ai7/node_modules/otel-budget js/ai7/test
 	mkdir -p js/ai7/node_modules/otel-budget

@@ -5,6 +5,7 @@
 import { StopReason } from "../model/budget.js";
 import { canonicalArguments } from "../model/signatures.js";
 import { type Amounts, headroom, reserve, settle } from "./ledger.js";
+import { chargeShared } from "./shared.js";
 import type { RunNode } from "./node.js";
 import { findCycle } from "./progress.js";
 
@@ -30,6 +31,7 @@ function checkCycle(node: RunNode, history: [string, string][], who: string, the
 export function recordToolRequests(node: RunNode, calls: ToolRequest[]): void {
   if (calls.length === 0) return;
   settle(node.accounts, {}, { tool_calls: calls.length });
+  chargeShared(node, { tool_calls: calls.length });
   for (const n of node.chain) for (const [name] of calls) n.toolsRequested.add(name);
   for (const [name, args, callId] of calls) {
     node.pendingTools.add(name);
