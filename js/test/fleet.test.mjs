@@ -208,3 +208,15 @@ test("an unreachable Redis: fail closed stops the run before sending, fail open 
   await closed.close();
   await open.close();
 });
+
+test("a bad Scope is refused with an error naming the field", async () => {
+  const { Budget, BudgetValidationError } = await import("otel-budget");
+  assert.throws(() => new Scope({ name: "" }), (e) => e instanceof BudgetValidationError && e.field === "name");
+  assert.throws(() => new Budget({ scope: { name: "fleet", maxUsd: -1 } }),
+    (e) => e.field === "maxUsd" && /^Scope maxUsd=-1 must be greater than 0/.test(e.message));
+  assert.throws(() => new Scope({ name: "fleet", maxSeconds: 5 }), (e) => e.field === "maxSeconds");
+  assert.throws(() => new RedisLedger({ fail: "sometimes" }), /fail must be "closed" or "open"/);
+  const budget = new Budget({ scope: { name: "fleet", maxUsd: 5, windowSeconds: Infinity } });
+  assert.deepEqual(budget.scope.limits(), { usd: 5 });
+  assert.equal(budget.scope.windowSeconds, null);
+});
