@@ -81,7 +81,7 @@ async function pythonWorker(args) {
 test("a Python and a Node process draw from one Scope and stop on cost at the right call in total", async () => {
   await llm.reset();
   await llm.setDefault({ text: "paid", input_tokens: 50, output_tokens: 10, delay: 0.02 });
-  const ledger = new RedisLedger({ url: redis.url });
+  const ledger = new RedisLedger({ url: redis.url, timeout: 5 }); // a loaded machine: this test is not about timeouts
   instrument({ ledger, prices: { "fleet-js": PRICE } });
   const scope = new Scope({ name: "mixed-fleet", maxUsd: 0.05, maxSteps: 50 });
   const py = await pythonWorker([redis.url, llm.openai_base_url, "fleet-py", scope.name, 0.05, 50, 10]);
@@ -116,7 +116,7 @@ function pythonReserve(url, scope, spec) {
   const code = `import sys, json, otel_budget
 spec = json.loads(sys.argv[2])
 s = otel_budget.Scope(**spec)
-ledger = otel_budget.RedisLedger(sys.argv[1])
+ledger = otel_budget.RedisLedger(sys.argv[1], socket_timeout=5.0)
 r = ledger.reserve(s.name, {"steps": 1.0}, s.limits(), window=s.window_seconds)
 ledger.release(r)
 print(json.dumps(ledger.detail(s.name)["definitions"]))`;
@@ -130,7 +130,7 @@ test("Node and Python registering the same Scope see no conflict; a different on
   const warnings = [];
   const onWarning = (w) => warnings.push(w);
   process.on("warning", onWarning);
-  const ledger = new RedisLedger(redis.url);
+  const ledger = new RedisLedger({ url: redis.url, timeout: 5 });
   try {
     assert.equal(pythonReserve(redis.url, "same-def", { max_usd: 1, max_steps: 10, window_seconds: 86400 }).length, 1);
     const same = new Scope({ name: "same-def", maxUsd: 1, maxSteps: 10, windowSeconds: 86400 });

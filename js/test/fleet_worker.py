@@ -17,7 +17,8 @@ import otel_budget
 
 def main() -> None:
     url, base_url, model, scope, max_usd, max_steps, calls = sys.argv[1:8]
-    otel_budget.instrument(ledger=otel_budget.RedisLedger(url, fail="closed"),
+    # a generous timeout: the machine running the tests may be loaded; this test is not about timeouts
+    otel_budget.instrument(ledger=otel_budget.RedisLedger(url, fail="closed", socket_timeout=5.0),
                            prices={model: {"input_per_mtok": 0.0, "output_per_mtok": 1200.0}})
     client = openai.OpenAI(base_url=base_url, api_key="test", max_retries=0)
     fleet = otel_budget.Scope(name=scope, max_usd=float(max_usd), max_steps=int(max_steps))
