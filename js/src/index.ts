@@ -2,12 +2,14 @@
  * otel-budget for the Vercel AI SDK: a meter and a brake for agents, built on OpenTelemetry. The same Budget
  * fields, stop reasons, wrap-up text and span names as the Python package.
  */
-export { Budget, BudgetValidationError, StopReason, checkCost, type BudgetOptions, type LimitName, type Price,
-  type Usage } from "./model/budget.js";
+export { Budget, BudgetValidationError, Scope, StopReason, checkCost, type BudgetOptions, type LimitName, type Price,
+  type ScopeOptions, type Usage } from "./model/budget.js";
 export { BudgetExceeded, UnknownPriceError, type RunOutcome } from "./model/outcome.js";
 export { argumentsSignature, canonicalArguments, resultSignature, signature } from "./model/signatures.js";
 export { instrument, type InstrumentOptions } from "./core/config.js";
 export { MemoryLedger, Refusal, type Ledger, type Reservation } from "./core/ledger.js";
 export { run, type Run, type RunOptions, type RunResult } from "./core/run.js";
+export { LedgerUnavailable, RedisLedger, type RedisClient, type RedisLedgerOptions, type ScopeDetail,
+} from "./fleet/redis.js";
 export { budgeted, budgetMiddleware } from "./ai/middleware.js";
 export { budgetedTools } from "./ai/tools.js";

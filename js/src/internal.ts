@@ -10,6 +10,7 @@ export { ModelPricing, PriceBook } from "./core/pricing.js";
 export { currentNode } from "./core/run.js";
 export { admitTool, noteToolResult, recordToolRequests, settleTool } from "./core/watch.js";
 export { templateWrapUp } from "./core/wrapup.js";
+export { encodeAmounts, parseDefinition, scopeDefinition } from "./fleet/redis.js";
 export { pyFixed, pyFloatRepr, pyGeneral, pyInt, pyRound } from "./model/format.js";
 export { LIMITS, snakeCase, usd, plural } from "./model/budget.js";
 export * as semconv from "./telemetry/semconv.js";

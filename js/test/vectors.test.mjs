@@ -159,3 +159,15 @@ test("numbers are formatted as Python formats them (wrap-ups and refusal details
   for (const c of cases.seconds) assert.equal(pyFixed(c.value, 1), c.text, JSON.stringify(c));
   for (const c of cases.plural) assert.equal(plural(c.count, c.noun), c.text, JSON.stringify(c));
 });
+
+test("scope definitions and amounts are written as Python writes them, byte for byte", async () => {
+  const { Scope } = await import("otel-budget");
+  const { encodeAmounts, scopeDefinition } = await import("otel-budget/internal");
+  const doc = vector("scope-definitions.json");
+  for (const c of doc.definitions) {
+    const scope = new Scope(budgetOptions(c.scope));
+    assert.equal(scopeDefinition(scope.limits(), scope.windowSeconds), c.definition, JSON.stringify(c));
+  }
+  for (const c of doc.amounts) assert.equal(encodeAmounts(c.amounts), c.encoded, JSON.stringify(c));
+  assert.ok(doc.definitions.length >= 8 && doc.amounts.length >= 5);
+});

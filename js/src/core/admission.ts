@@ -5,8 +5,9 @@
 import { StopReason } from "../model/budget.js";
 import { UnknownPriceError } from "../model/outcome.js";
 import { getSettings } from "./config.js";
-import { type Amounts, headroom, reserve, settle } from "./ledger.js";
+import { type Amounts, type Reservation, headroom, reserve, settle } from "./ledger.js";
 import { DIM_REASON, type RunNode } from "./node.js";
+import { reserveShared, settleShared } from "./shared.js";
 
 /** Above this many output tokens of headroom a request without an output limit is left as it is. */
 export const AUTO_MAX_TOKENS_CEILING = 16384;
@@ -35,6 +36,8 @@ export class Admission {
   done = false;
   /** No tool call remains (maxToolCalls): the call goes without tools, so the model can answer. */
   noTools = false;
+  /** What the call holds in the shared (fleet) scopes of its chain. */
+  shared: Reservation[] = [];
   constructor(readonly node: RunNode, readonly amounts: Amounts) {}
 }
 
@@ -177,9 +180,24 @@ function waitSettled(node: RunNode, seen: number): Promise<boolean> {
 /**
  * `admit` for callers that can await: a call refused only because of what calls in flight hold waits for one
  * of them to settle and is admitted again (a `Promise.all` storm uses the budget instead of stopping early).
+ * Then the call reserves in the shared (fleet) scopes of its chain, if any.
  */
 export async function admitWaiting(node: RunNode, provider: string, model: string, maxOutput: number | null,
   inputChars: () => number, choices = 1): Promise<Admission> {
+  const adm = await admitLocal(node, provider, model, maxOutput, inputChars, choices);
+  if (node.scopes.length > 0) {
+    try {
+      adm.shared = await reserveShared(node, adm.amounts, `the call to ${model}`);
+    } catch (exc) {
+      release(adm);
+      throw exc;
+    }
+  }
+  return adm;
+}
+
+async function admitLocal(node: RunNode, provider: string, model: string, maxOutput: number | null,
+  inputChars: () => number, choices: number): Promise<Admission> {
   for (;;) {
     try {
       return admit(node, provider, model, maxOutput, inputChars, choices, true);
@@ -224,6 +242,7 @@ export function settleCall(adm: Admission, usage: CallUsage, cost: number | null
   };
   if (cost !== null) actual.usd = cost;
   settle(node.accounts, adm.amounts, actual);
+  if (adm.shared.length > 0) settleShared(node, adm.shared, actual);
   done(adm);
   if (inputChars && usage.inputTokens > 0) {
     node.root.charsPerToken = Math.min(8.0, Math.max(1.0, inputChars / usage.inputTokens));
@@ -242,5 +261,6 @@ export function release(adm: Admission): void {
   if (adm.done) return;
   adm.done = true;
   settle(adm.node.accounts, adm.amounts, {});
+  if (adm.shared.length > 0) settleShared(adm.node, adm.shared, {});
   done(adm);
 }

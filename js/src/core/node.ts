@@ -3,7 +3,7 @@
  * the tree, how it stops, and the gates every call passes first (run open, depth, time, pending stops).
  */
 import type { Span } from "@opentelemetry/api";
-import { Budget, LIMITS, StopReason, isLimitName, type LimitName, type Usage } from "../model/budget.js";
+import { Budget, LIMITS, type Scope, StopReason, isLimitName, type LimitName, type Usage } from "../model/budget.js";
 import { pyRound } from "../model/format.js";
 import { BudgetExceeded, type RunOutcome } from "../model/outcome.js";
 import { Account, type Refusal, headroom } from "./ledger.js";
@@ -78,6 +78,12 @@ export class RunNode {
   span: Span | null = null;
   /** Calls in flight (streams) to settle with the best estimate when the run ends before they do. */
   readonly openCalls = new Set<() => void>();
+  /** The shared (fleet) scopes of the chain's budgets, each once (the nearest run's definition). */
+  readonly scopes: readonly Scope[];
+  /** (root) Settles and releases in the shared ledger not answered yet: the run awaits them when it ends. */
+  readonly sharedPending = new Set<Promise<void>>();
+  /** (root) Reservations a shared ledger let through without its cap (fail "open" while unreachable). */
+  unenforced = 0;
   /** The wrap-up a refused call answered with, and the state it described (see run.ts close()). */
   refused: { reason: StopReason; key: string; text: string } | null = null;
 
@@ -94,6 +100,11 @@ export class RunNode {
     }
     this.deadline = deadline;
     this.depthRefused = this.depthExceeded();
+    const scopes = new Map<string, Scope>();
+    for (const n of this.chain) if (n.budget.scope !== null && !scopes.has(n.budget.scope.name)) {
+      scopes.set(n.budget.scope.name, n.budget.scope);
+    }
+    this.scopes = [...scopes.values()];
   }
 
   private depthExceeded(): string | null {
@@ -136,6 +147,7 @@ export class RunNode {
   limited(): Set<string> {
     const out = new Set<string>();
     for (const acc of this.accounts) for (const dim of Object.keys(acc.limits)) out.add(dim);
+    for (const scope of this.scopes) for (const dim of Object.keys(scope.limits())) out.add(dim);
     return out;
   }
 
@@ -181,13 +193,15 @@ export class RunNode {
     return this.chain.find((n) => n.account.headroom(dim) <= floor) ?? this;
   }
 
-  refusalError(refusal: Refusal, what: string): BudgetExceeded {
-    const by = this.chain.find((n) => n.account === refusal.account) ?? this;
+  refusalError(refusal: Refusal, what: string, shared = false): BudgetExceeded {
+    const named = shared ? this.chain.filter((n) => n.budget.scope?.name === refusal.scope) : [];
+    const by = shared ? named[named.length - 1] ?? this : this.chain.find((n) => n.account === refusal.account) ?? this;
     if (!(refusal.dim in DIM_REASON) && refusal.message) {
       return this.stop(StopReason.ERROR, null, `${what} was not sent: ${refusal.message}.`, by);
     }
     const [reason, field] = DIM_REASON[refusal.dim] ?? [StopReason.ERROR, null];
-    const where = refusal.scope && refusal.scope !== this.name ? ` of run '${refusal.scope}'` : "";
+    const where = shared ? ` of the shared budget '${refusal.scope}'`
+      : refusal.scope && refusal.scope !== this.name ? ` of run '${refusal.scope}'` : "";
     const detail = `${what} was not sent: it would exceed ${field}${where} (${refusal.describe()}).`;
     return this.stop(reason, field as LimitName, detail, by);
   }

@@ -8,6 +8,7 @@ import { Budget, type BudgetOptions, StopReason, type Usage } from "../model/bud
 import { BudgetExceeded, type RunOutcome } from "../model/outcome.js";
 import { endRun, spanContext, startRun } from "../telemetry/recorder.js";
 import { RunNode } from "./node.js";
+import { sharedSettled } from "./shared.js";
 import { templateWrapUp } from "./wrapup.js";
 
 const storage = new AsyncLocalStorage<RunNode>();
@@ -87,6 +88,7 @@ export async function run<T>(name: string, options: RunOptions | Budget | undefi
   }
   const ours = failed && error instanceof BudgetExceeded && error.runPath.has(node.id);
   const outcome = close(node, failed ? error : undefined, failed, ours);
+  await sharedSettled(node);
   endRun(node, span);
   warnUnbudgeted(node);
   if (failed && !ours) {

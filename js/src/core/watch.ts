@@ -5,6 +5,7 @@
 import { StopReason, plural } from "../model/budget.js";
 import { canonicalArguments } from "../model/signatures.js";
 import { type Amounts, reserve, settle, take } from "./ledger.js";
+import { chargeShared } from "./shared.js";
 import type { RunNode } from "./node.js";
 import { findCycle } from "./progress.js";
 
@@ -34,6 +35,7 @@ export function recordToolRequests(node: RunNode, calls: ToolRequest[]): void {
   if (calls.length === 0) return;
   const counted = take(node.accounts, "tool_calls", calls.length);
   const refused = calls.length - counted;
+  if (counted > 0) chargeShared(node, { tool_calls: counted });
   // the tools of a child count in every ancestor's record (the wrap-up lists the tree's)
   for (const n of node.chain) for (const [name] of calls.slice(0, counted)) n.toolsRequested.add(name);
   if (refused > 0) for (const n of node.chain) n.toolCallsRefused += refused;

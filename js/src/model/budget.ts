@@ -82,16 +82,89 @@ export interface BudgetOptions {
   strict?: boolean;
   /** Set the request's output limit to what the budget leaves when the caller set none (default true). */
   autoMaxTokens?: boolean;
+  /** A budget shared by many runs (a fleet), held in the ledger given to `instrument({ ledger })`. */
+  scope?: Scope | ScopeOptions | null;
+}
+
+/** What `new Scope({...})` takes (Python's `Scope`, camelCase). */
+export interface ScopeOptions {
+  /** The scope's key in the store, e.g. "nightly-invoices". */
+  name: string;
+  maxSteps?: number | null;
+  maxToolCalls?: number | null;
+  maxInputTokens?: number | null;
+  maxOutputTokens?: number | null;
+  maxTotalTokens?: number | null;
+  maxUsd?: number | null;
+  /** Counters start anew every `windowSeconds` (aligned to the epoch), e.g. 86400 for "per day". */
+  windowSeconds?: number | null;
+}
+
+const SCOPE_INTS = ["maxSteps", "maxToolCalls", "maxInputTokens", "maxOutputTokens", "maxTotalTokens"] as const;
+const SCOPE_FIELDS = new Set<string>(["name", ...SCOPE_INTS, "maxUsd", "windowSeconds"]);
+
+/**
+ * A named budget shared by many runs (Python's `Scope`): every run whose Budget names it draws from it in
+ * addition to its own limits, in this process and, with `RedisLedger`, in every process (Python's included)
+ * that uses the same Redis.
+ */
+export class Scope {
+  readonly name: string;
+  readonly maxSteps: number | null;
+  readonly maxToolCalls: number | null;
+  readonly maxInputTokens: number | null;
+  readonly maxOutputTokens: number | null;
+  readonly maxTotalTokens: number | null;
+  readonly maxUsd: number | null;
+  readonly windowSeconds: number | null;
+
+  constructor(options: ScopeOptions) {
+    if (options === null || typeof options !== "object" || Array.isArray(options)) {
+      throw new BudgetValidationError("scope", `Scope(${show(options)}): give an object with a name and limits, `
+        + `e.g. new Scope({ name: "nightly-invoices", maxUsd: 50 })`);
+    }
+    const given = options as unknown as Record<string, unknown>;
+    for (const key of Object.keys(given)) {
+      if (!SCOPE_FIELDS.has(key)) {
+        throw new BudgetValidationError(key, `Scope has no field ${key}; the fields are ${[...SCOPE_FIELDS].join(", ")}`);
+      }
+    }
+    if (typeof given.name !== "string" || given.name === "") {
+      throw new BudgetValidationError("name", `Scope name=${show(given.name)}: give the scope's key in the store, `
+        + `a non-empty string, e.g. "nightly-invoices"`);
+    }
+    this.name = given.name;
+    const ints: Record<string, number | null> = {};
+    for (const field of SCOPE_INTS) ints[field] = limitValue(field, given[field], true, "Scope");
+    this.maxSteps = ints.maxSteps;
+    this.maxToolCalls = ints.maxToolCalls;
+    this.maxInputTokens = ints.maxInputTokens;
+    this.maxOutputTokens = ints.maxOutputTokens;
+    this.maxTotalTokens = ints.maxTotalTokens;
+    this.maxUsd = limitValue("maxUsd", given.maxUsd, false, "Scope");
+    this.windowSeconds = limitValue("windowSeconds", given.windowSeconds, false, "Scope");
+    Object.freeze(this);
+  }
+
+  /** The ledger dimensions this scope limits, with their limits. */
+  limits(): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const [, [dim, , , field]] of Object.entries(LIMITS)) {
+      const value = dim === "seconds" ? null : this[field as Exclude<keyof BudgetLimits, "maxSeconds">];
+      if (value !== null) out[dim] = value;
+    }
+    return out;
+  }
 }
 
 const INT_FIELDS = ["maxSteps", "maxToolCalls", "maxInputTokens", "maxOutputTokens", "maxTotalTokens", "maxRepeats",
   "maxStalls", "maxDepth"] as const;
 const FLOAT_FIELDS = ["maxSeconds", "maxUsd"] as const;
 const BOOL_FIELDS = ["confirmDone", "strict", "autoMaxTokens"] as const;
-const KNOWN = new Set<string>([...INT_FIELDS, ...FLOAT_FIELDS, ...BOOL_FIELDS, "near", "polls"]);
+const KNOWN = new Set<string>([...INT_FIELDS, ...FLOAT_FIELDS, ...BOOL_FIELDS, "near", "polls", "scope"]);
 /** Python fields the TypeScript package does not have yet: named in the error so nobody thinks they apply. */
 const LATER: Record<string, string> = {
-  onLimit: "pausing at a limit", scope: "shared (fleet) scopes", approve: "approvals", wrapUp: "model-written wrap-ups",
+  onLimit: "pausing at a limit", approve: "approvals", wrapUp: "model-written wrap-ups",
 };
 
 /** The Python spelling of a TypeScript field, as the contract (and Python's errors) name it: maxUsd -> max_usd. */
@@ -121,27 +194,27 @@ function show(value: unknown): string {
   }
 }
 
-function limitValue(field: string, value: unknown, integer: boolean): number | null {
+function limitValue(field: string, value: unknown, integer: boolean, owner = "Budget"): number | null {
   if (value === undefined || value === null) return null;
   if (typeof value === "boolean") {
-    throw new BudgetValidationError(field, `Budget ${field}=${value}: a bool is not a limit; give a positive number, `
+    throw new BudgetValidationError(field, `${owner} ${field}=${value}: a bool is not a limit; give a positive number, `
       + "or null for unlimited");
   }
   if (typeof value !== "number") {
-    throw new BudgetValidationError(field, `Budget ${field}=${show(value)} is not a number; give a positive `
+    throw new BudgetValidationError(field, `${owner} ${field}=${show(value)} is not a number; give a positive `
       + `${integer ? "whole number" : "number"}, or null for unlimited`);
   }
   if (value === Infinity) return null;
   if (Number.isNaN(value) || !Number.isFinite(value)) {
-    throw new BudgetValidationError(field, `Budget ${field}=${value} is not a limit; give a finite positive number, `
+    throw new BudgetValidationError(field, `${owner} ${field}=${value} is not a limit; give a finite positive number, `
       + "or null (or Infinity) for unlimited");
   }
   if (integer && !Number.isInteger(value)) {
-    throw new BudgetValidationError(field, `Budget ${field}=${value} is not a whole number; give a whole number >= 1, `
+    throw new BudgetValidationError(field, `${owner} ${field}=${value} is not a whole number; give a whole number >= 1, `
       + "or null for unlimited");
   }
   if (value <= 0) {
-    throw new BudgetValidationError(field, `Budget ${field}=${value} must be greater than 0; give a positive `
+    throw new BudgetValidationError(field, `${owner} ${field}=${value} must be greater than 0; give a positive `
       + `${integer ? "whole number" : "number"}, or null for unlimited`);
   }
   return value;
@@ -167,6 +240,7 @@ export class Budget implements BudgetLimits {
   readonly confirmDone: boolean;
   readonly strict: boolean;
   readonly autoMaxTokens: boolean;
+  readonly scope: Scope | null;
 
   constructor(options: BudgetOptions = {}) {
     if (options === null || typeof options !== "object" || Array.isArray(options)) {
@@ -204,6 +278,9 @@ export class Budget implements BudgetLimits {
     this.confirmDone = given.confirmDone === true;
     this.strict = given.strict === true;
     this.autoMaxTokens = given.autoMaxTokens !== false;
+    const scope = given.scope;
+    this.scope = scope === undefined || scope === null ? null
+      : scope instanceof Scope ? scope : new Scope(scope as ScopeOptions);
     const total = this.maxTotalTokens;
     if (total !== null) {
       for (const field of ["maxInputTokens", "maxOutputTokens"] as const) {
