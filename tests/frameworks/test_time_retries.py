@@ -53,7 +53,10 @@ def _assert_time_stop(run: ob.Run, elapsed: float, deadline: float, llm: Scripte
     outcome = run.outcome
     assert (outcome.stop_reason, outcome.limit) == ("time", "max_seconds"), outcome
     assert llm.requests, "nothing was sent"
-    assert all(r.received < deadline for r in llm.requests), "a retry was sent after the deadline"
+    # A retry that may start just before the deadline reaches the server a moment later on a loaded machine; one
+    # made past the deadline (what the old code did) arrives seconds after it.
+    late = [r.received - deadline for r in llm.requests if r.received >= deadline + SLACK]
+    assert not late, f"a retry was sent after the deadline: {late}"
     assert all(abs(v) < 1e-9 for v in run.node.account.reserved.values()), run.node.account.reserved
 
 
