@@ -1,6 +1,7 @@
 /**
  * Spans with the names and attributes of Python's telemetry/recorder.py: `invoke_agent {run}` per run,
- * `chat {model}` per model request, `execute_tool {tool}` per tool execution. Telemetry never breaks the agent:
+ * `chat {model}` per model request (the AI SDK's own span of it when its telemetry is on: peers.ts),
+ * `execute_tool {tool}` per tool execution; and their metrics (metrics.ts). Telemetry never breaks the agent:
  * every failure here is swallowed. No content (prompts, completions, arguments, results) is recorded.
  */
 import { type Attributes, type Context, type Span, SpanKind, SpanStatusCode, type Tracer, context, trace } from "@opentelemetry/api";
@@ -8,6 +9,8 @@ import { StopReason } from "../model/budget.js";
 import { pyRound } from "../model/format.js";
 import { argumentsSignature, resultSignature } from "../model/signatures.js";
 import type { RunOutcome } from "../model/outcome.js";
+import { VERSION, latestGenAiMetrics, recordCall, runEnded, runStarted } from "./metrics.js";
+import { peerSpan } from "./peers.js";
 import * as sc from "./semconv.js";
 
 /** What the recorder reads of a run (core's RunNode): telemetry sits below the core and knows only this. */
@@ -20,12 +23,14 @@ export interface RunView {
   spanId: string | null;
   readonly outcome: RunOutcome | null;
   readonly toolCallsRefused: number;
+  /** Calls a shared ledger let through without its cap (fail "open" while unreachable). */
+  readonly unenforced: number;
   spanLimits(): Record<string, number>;
+  utilization(): Record<string, number>;
   utilizationMax(): number;
 }
 
 type TracerSource = { getTracer(name: string, version?: string): Tracer };
-export const VERSION = "0.1.0";
 let tracerSource: TracerSource | null = null;
 let cachedTracer: Tracer | null = null;
 
@@ -50,6 +55,7 @@ function safe<T>(fn: () => T, fallback: T): T {
 }
 
 export function startRun(node: RunView): Span | null {
+  runStarted(node);
   return safe(() => {
     const attrs: Attributes = {
       [sc.GEN_AI_OPERATION_NAME]: sc.OP_INVOKE_AGENT,
@@ -77,6 +83,7 @@ export function spanContext(span: Span | null): Context {
 
 export function endRun(node: RunView, span: Span | null): void {
   const outcome = node.outcome;
+  runEnded(node, outcome?.stopReason ?? null);
   if (span === null || outcome === null) return;
   try {
     const u = outcome.usage;
@@ -88,6 +95,7 @@ export function endRun(node: RunView, span: Span | null): void {
     for (const [dim, value] of Object.entries(used)) attrs[sc.USED_PREFIX + dim] = value;
     attrs[sc.UTILIZATION] = node.utilizationMax();
     if (outcome.limit) attrs[sc.STOP_LIMIT] = outcome.limit;
+    if (node.unenforced) attrs[sc.LEDGER_UNENFORCED_CALLS] = node.unenforced;
     if (node.toolCallsRefused) attrs[sc.TOOL_CALLS_REFUSED] = node.toolCallsRefused;
     if (outcome.wrapUp) attrs[sc.WRAP_UP] = outcome.wrapUp;
     span.setAttributes(attrs);
@@ -118,9 +126,23 @@ export interface CallRecord {
   costUsd: number | null;
   toolCalls?: [string, unknown][];
   error?: unknown;
+  /** The root run's name (the run_name of the call's metrics). */
+  runName?: string;
+  /** False: a shared ledger let the call through without its cap; undefined: no shared scope. */
+  ledgerEnforced?: boolean;
+  /** When the call started (performance.now(), set by startCall). */
+  startedAt?: number;
+  /** Whether the span is the SDK's own span of the call, adopted (its owner ends it). */
+  adopted?: boolean;
+}
+
+/** The cache-write attribute: the released name, or the newest one when the opt-in asks for it (as Python). */
+function cacheWriteAttr(): string {
+  return latestGenAiMetrics() ? sc.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS : sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS;
 }
 
 export function startCall(call: CallRecord, parent: Context): Span | null {
+  call.startedAt = performance.now();
   return safe(() => {
     const attrs: Attributes = {
       [sc.GEN_AI_OPERATION_NAME]: sc.OP_CHAT,
@@ -130,12 +152,24 @@ export function startCall(call: CallRecord, parent: Context): Span | null {
       [sc.OI_LLM_PROVIDER]: call.provider,
     };
     if (call.maxOutputTokens !== null) attrs[sc.GEN_AI_REQUEST_MAX_TOKENS] = call.maxOutputTokens;
+    if (call.ledgerEnforced !== undefined) attrs[sc.LEDGER_ENFORCED] = call.ledgerEnforced;
+    const peer = peerSpan(call.model); // the SDK's own span of this very call: one LLM span, ours in content
+    if (peer !== null) {
+      call.adopted = true;
+      peer.updateName(`${sc.OP_CHAT} ${call.model}`);
+      peer.setAttributes(attrs);
+      return peer;
+    }
     return tracer().startSpan(`${sc.OP_CHAT} ${call.model}`, { kind: SpanKind.CLIENT, attributes: attrs },
       parent);
   }, null);
 }
 
 export function endCall(call: CallRecord, span: Span | null): void {
+  const errorType = call.error !== undefined ? (call.error as Error)?.name || "Error" : undefined;
+  recordCall({ operation: sc.OP_CHAT, provider: call.provider, model: call.model, responseModel: call.responseModel,
+    errorType, runName: call.runName ?? null, usage: call.usage, costUsd: call.costUsd,
+    seconds: call.startedAt === undefined ? 0 : (performance.now() - call.startedAt) / 1000 });
   if (span === null) return;
   try {
     const attrs: Attributes = {
@@ -154,22 +188,22 @@ export function endCall(call: CallRecord, span: Span | null): void {
       attrs[sc.OI_TOKEN_COMPLETION] = u.output;
       attrs[sc.OI_TOKEN_TOTAL] = u.input + u.output;
       if (u.cacheRead) attrs[sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = u.cacheRead;
-      if (u.cacheWrite) attrs[sc.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS] = u.cacheWrite;
+      if (u.cacheWrite) attrs[cacheWriteAttr()] = u.cacheWrite;
       if (u.reasoning) attrs[sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = u.reasoning;
     }
     if (call.costUsd !== null) attrs[sc.COST_USD] = attrs[sc.OI_COST_TOTAL] = pyRound(call.costUsd, 10);
     if (call.toolCalls && call.toolCalls.length > 0) {
       attrs[sc.ACTIONS] = call.toolCalls.map(([name, args]) => `${name}:${argumentsSignature(args)}`);
     }
-    if (call.error !== undefined) {
-      attrs[sc.ERROR_TYPE] = (call.error as Error)?.name || "Error";
+    if (errorType !== undefined) {
+      attrs[sc.ERROR_TYPE] = errorType;
       span.setStatus({ code: SpanStatusCode.ERROR, message: String((call.error as Error)?.message ?? call.error).slice(0, 500) });
     }
     span.setAttributes(attrs);
   } catch {
     // telemetry never breaks the agent
   } finally {
-    safe(() => span.end(), undefined);
+    if (!call.adopted) safe(() => span.end(), undefined);
   }
 }
 
