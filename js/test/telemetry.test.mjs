@@ -110,3 +110,26 @@ for (const stream of [false, true]) {
     }
   });
 }
+
+test("the OpenInference twins are written only on request, as in Python", async () => {
+  const twin = /^(openinference\.|llm\.|tool\.)/;
+  for (const openinference of [undefined, true]) {
+    await llm.reset();
+    exporter.reset();
+    instrument({ prices: PRICES, openinference });
+    await loop(false, undefined);
+    const ours = exporter.getFinishedSpans().filter((s) => s.instrumentationScope.name === sc.TRACER_NAME);
+    assert.ok(ours.length >= 5);
+    const names = new Set(ours.flatMap((s) => Object.keys(s.attributes)).filter((k) => twin.test(k)));
+    if (openinference === undefined) {
+      assert.deepEqual([...names], []);
+    } else {
+      const chat = ours.find((s) => s.name === "chat gpt-4o").attributes;
+      assert.equal(chat[sc.OI_SPAN_KIND], sc.OI_KIND_LLM);
+      assert.equal(chat[sc.OI_TOKEN_TOTAL], chat[sc.GEN_AI_USAGE_INPUT_TOKENS] + chat[sc.GEN_AI_USAGE_OUTPUT_TOKENS]);
+      assert.equal(chat[sc.OI_COST_TOTAL], chat[sc.COST_USD]);
+      assert.equal(ours.find((s) => s.name === "execute_tool look").attributes[sc.OI_TOOL_NAME], "look");
+      assert.equal(ours.find((s) => s.name === "invoke_agent one-span").attributes[sc.OI_SPAN_KIND], sc.OI_KIND_AGENT);
+    }
+  }
+});

@@ -2,7 +2,7 @@
 import type { MeterProvider, Tracer } from "@opentelemetry/api";
 import type { Price } from "../model/budget.js";
 import { setMeterProvider } from "../telemetry/metrics.js";
-import { setTracerProvider } from "../telemetry/recorder.js";
+import { setOpenInference, setTracerProvider } from "../telemetry/recorder.js";
 import { type Ledger, MemoryLedger } from "./ledger.js";
 import { PriceBook } from "./pricing.js";
 
@@ -15,6 +15,9 @@ export interface InstrumentOptions {
   tracerProvider?: { getTracer(name: string, version?: string): Tracer };
   /** The meter provider to use; @opentelemetry/api's global one when none is given. */
   meterProvider?: MeterProvider;
+  /** Also write the OpenInference twins of the GenAI attributes (Arize AX, Phoenix before 15.10); default: the
+   * OTEL_BUDGET_OPENINFERENCE environment variable, else off. */
+  openinference?: boolean;
 }
 
 export interface Settings {
@@ -33,6 +36,7 @@ export function instrument(options: InstrumentOptions = {}): void {
   settings = defaults(options);
   setTracerProvider(options.tracerProvider ?? null);
   setMeterProvider(options.meterProvider ?? null);
+  setOpenInference(options.openinference ?? null);
 }
 
 export function getSettings(): Settings {

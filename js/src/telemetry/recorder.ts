@@ -33,6 +33,18 @@ export interface RunView {
 type TracerSource = { getTracer(name: string, version?: string): Tracer };
 let tracerSource: TracerSource | null = null;
 let cachedTracer: Tracer | null = null;
+let twins: boolean | null = null;
+
+/** Whether spans also carry the OpenInference twins (Arize AX, Phoenix before 15.10): `instrument({
+ * openinference })`, else OTEL_BUDGET_OPENINFERENCE; off by default, as in Python. */
+export function setOpenInference(on: boolean | null): void {
+  twins = on;
+}
+
+function oi(): boolean {
+  if (twins !== null) return twins;
+  return ["1", "true", "yes", "on"].includes((process.env[sc.ENV_OPENINFERENCE] ?? "").trim().toLowerCase());
+}
 
 /** The tracer provider to use (`instrument({ tracerProvider })`); null: @opentelemetry/api's global one. */
 export function setTracerProvider(provider: TracerSource | null): void {
@@ -60,9 +72,9 @@ export function startRun(node: RunView): Span | null {
     const attrs: Attributes = {
       [sc.GEN_AI_OPERATION_NAME]: sc.OP_INVOKE_AGENT,
       [sc.GEN_AI_AGENT_NAME]: node.name,
-      [sc.OI_SPAN_KIND]: sc.OI_KIND_AGENT,
       [sc.RUN_DEPTH]: node.depth,
     };
+    if (oi()) attrs[sc.OI_SPAN_KIND] = sc.OI_KIND_AGENT;
     for (const [dim, limit] of Object.entries(node.spanLimits())) attrs[sc.LIMIT_PREFIX + dim] = limit;
     const parent = node.parent !== null ? spanContext(node.parent.span) : context.active();
     const span = tracer().startSpan(`${sc.OP_INVOKE_AGENT} ${node.name}`,
@@ -148,9 +160,11 @@ export function startCall(call: CallRecord, parent: Context): Span | null {
       [sc.GEN_AI_OPERATION_NAME]: sc.OP_CHAT,
       [sc.GEN_AI_PROVIDER_NAME]: call.provider,
       [sc.GEN_AI_REQUEST_MODEL]: call.model,
-      [sc.OI_SPAN_KIND]: sc.OI_KIND_LLM,
-      [sc.OI_LLM_PROVIDER]: call.provider,
     };
+    if (oi()) {
+      attrs[sc.OI_SPAN_KIND] = sc.OI_KIND_LLM;
+      attrs[sc.OI_LLM_PROVIDER] = (sc.OI_PROVIDERS as Record<string, string>)[call.provider] ?? call.provider;
+    }
     if (call.maxOutputTokens !== null) attrs[sc.GEN_AI_REQUEST_MAX_TOKENS] = call.maxOutputTokens;
     if (call.ledgerEnforced !== undefined) attrs[sc.LEDGER_ENFORCED] = call.ledgerEnforced;
     const peer = peerSpan(call.model); // the SDK's own span of this very call: one LLM span, ours in content
@@ -172,10 +186,7 @@ export function endCall(call: CallRecord, span: Span | null): void {
     seconds: call.startedAt === undefined ? 0 : (performance.now() - call.startedAt) / 1000 });
   if (span === null) return;
   try {
-    const attrs: Attributes = {
-      [sc.OI_LLM_MODEL_NAME]: call.responseModel || call.model,
-      [sc.COST_SOURCE]: call.costUsd === null ? sc.COST_UNPRICED : sc.COST_PRICED,
-    };
+    const attrs: Attributes = { [sc.COST_SOURCE]: call.costUsd === null ? sc.COST_UNPRICED : sc.COST_PRICED };
     if (call.turn) attrs[sc.TURN] = call.turn;
     if (call.responseModel) attrs[sc.GEN_AI_RESPONSE_MODEL] = call.responseModel;
     if (call.responseId) attrs[sc.GEN_AI_RESPONSE_ID] = call.responseId;
@@ -184,14 +195,12 @@ export function endCall(call: CallRecord, span: Span | null): void {
     if (u !== undefined) {
       attrs[sc.GEN_AI_USAGE_INPUT_TOKENS] = u.input;
       attrs[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = u.output;
-      attrs[sc.OI_TOKEN_PROMPT] = u.input;
-      attrs[sc.OI_TOKEN_COMPLETION] = u.output;
-      attrs[sc.OI_TOKEN_TOTAL] = u.input + u.output;
       if (u.cacheRead) attrs[sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = u.cacheRead;
       if (u.cacheWrite) attrs[cacheWriteAttr()] = u.cacheWrite;
       if (u.reasoning) attrs[sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = u.reasoning;
     }
-    if (call.costUsd !== null) attrs[sc.COST_USD] = attrs[sc.OI_COST_TOTAL] = pyRound(call.costUsd, 10);
+    if (call.costUsd !== null) attrs[sc.COST_USD] = pyRound(call.costUsd, 10);
+    if (oi()) twinAttributes(attrs, call);
     if (call.toolCalls && call.toolCalls.length > 0) {
       attrs[sc.ACTIONS] = call.toolCalls.map(([name, args]) => `${name}:${argumentsSignature(args)}`);
     }
@@ -207,16 +216,33 @@ export function endCall(call: CallRecord, span: Span | null): void {
   }
 }
 
+/** The OpenInference twins of a finished call's GenAI attributes (telemetry/openinference.py `call_attributes`). */
+function twinAttributes(attrs: Attributes, call: CallRecord): void {
+  attrs[sc.OI_LLM_MODEL_NAME] = call.responseModel || call.model;
+  const u = call.usage;
+  if (u !== undefined) {
+    attrs[sc.OI_TOKEN_PROMPT] = u.input;
+    attrs[sc.OI_TOKEN_COMPLETION] = u.output;
+    attrs[sc.OI_TOKEN_TOTAL] = u.input + u.output;
+    if (u.cacheRead) attrs[sc.OI_TOKEN_CACHE_READ] = u.cacheRead;
+    if (u.cacheWrite) attrs[sc.OI_TOKEN_CACHE_WRITE] = u.cacheWrite;
+    if (u.reasoning) attrs[sc.OI_TOKEN_REASONING] = u.reasoning;
+  }
+  if (call.costUsd !== null) attrs[sc.OI_COST_TOTAL] = attrs[sc.COST_USD];
+}
+
 export function startTool(name: string, callId: string | null, args: unknown, parent: Context): Span | null {
   return safe(() => {
     const attrs: Attributes = {
       [sc.GEN_AI_OPERATION_NAME]: sc.OP_EXECUTE_TOOL,
       [sc.GEN_AI_TOOL_NAME]: name,
       [sc.GEN_AI_TOOL_TYPE]: sc.TOOL_TYPE_FUNCTION,
-      [sc.OI_SPAN_KIND]: sc.OI_KIND_TOOL,
-      [sc.OI_TOOL_NAME]: name,
       [sc.TOOL_ARGUMENTS_SIGNATURE]: argumentsSignature(args),
     };
+    if (oi()) {
+      attrs[sc.OI_SPAN_KIND] = sc.OI_KIND_TOOL;
+      attrs[sc.OI_TOOL_NAME] = name;
+    }
     if (callId) attrs[sc.GEN_AI_TOOL_CALL_ID] = callId;
     return tracer().startSpan(`${sc.OP_EXECUTE_TOOL} ${name}`, { kind: SpanKind.INTERNAL,
       attributes: attrs }, parent);
