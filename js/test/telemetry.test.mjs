@@ -63,8 +63,8 @@ async function loop(stream, telemetry) {
 }
 
 for (const stream of [false, true]) {
-  test(`${stream ? "streamText" : "generateText"}: one span per request carries its tokens, with every SDK `
-    + "telemetry option", async (t) => {
+  test(`${stream ? "streamText" : "generateText"}: one span per request carries its tokens (and one per tool `
+    + "execution), with every SDK telemetry option", async (t) => {
     for (const [label, telemetry] of await telemetryOptions()) {
       await t.test(label, async () => {
         await llm.reset();
@@ -106,6 +106,12 @@ for (const stream of [false, true]) {
         }
         const total = calls.reduce((sum, s) => sum + s.attributes[sc.GEN_AI_USAGE_INPUT_TOKENS], 0);
         assert.equal(total, 300, "each call's tokens counted once");
+        // and one span per tool execution (the SDK's ai.toolCall or execute_tool span, adopted, when it has one)
+        const toolSpans = spans.filter((s) => s.name === "ai.toolCall"
+          || s.attributes[sc.GEN_AI_OPERATION_NAME] === sc.OP_EXECUTE_TOOL);
+        assert.deepEqual(toolSpans.map((s) => s.name), ["execute_tool look", "execute_tool look"]);
+        assert.ok(toolSpans.every((s) => s.attributes[sc.TOOL_ARGUMENTS_SIGNATURE] !== undefined
+          && s.attributes[sc.TOOL_RESULT_SIGNATURE] !== undefined));
       });
     }
   });

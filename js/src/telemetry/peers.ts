@@ -17,7 +17,29 @@ import * as sc from "./semconv.js";
 const AI_SDK_CALL = /^ai\.[A-Za-z]+\.do(Generate|Stream)$/;
 /** The attribute holding the SDK's operation id on its spans. */
 const AI_SDK_OPERATION_ID = "ai.operationId";
+/** ai@6's (and LegacyOpenTelemetry's) span of one tool execution, and its attribute naming the tool. */
+const AI_SDK_TOOL_CALL = "ai.toolCall";
+const AI_SDK_TOOL_NAME = "ai.toolCall.name";
 const MODEL_OPERATIONS: ReadonlySet<unknown> = new Set(sc.MODEL_OPERATIONS);
+
+/** Another instrumentation's open span of this very tool execution (the SDK's `ai.toolCall` or `execute_tool
+ * {name}`), adopted as the tool's one span. */
+export function peerToolSpan(name: string): Span | null {
+  try {
+    const span = trace.getActiveSpan();
+    if (span === undefined || !span.isRecording()) return null;
+    const s = span as unknown as ReadableSpan;
+    const scope = s.instrumentationScope?.name ?? s.instrumentationLibrary?.name;
+    if (scope === sc.TRACER_NAME) return null;
+    const attrs = s.attributes ?? {};
+    if ((s.name === AI_SDK_TOOL_CALL || attrs[AI_SDK_OPERATION_ID] === AI_SDK_TOOL_CALL)
+      && attrs[AI_SDK_TOOL_NAME] === name) return span;
+    if (attrs[sc.GEN_AI_OPERATION_NAME] === sc.OP_EXECUTE_TOOL && attrs[sc.GEN_AI_TOOL_NAME] === name) return span;
+  } catch {
+    // telemetry never breaks the agent
+  }
+  return null;
+}
 
 /** An SDK span read through the OpenTelemetry SDK's Span class (the API does not expose names and attributes). */
 interface ReadableSpan {

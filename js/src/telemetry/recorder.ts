@@ -10,7 +10,7 @@ import { pyRound } from "../model/format.js";
 import { argumentsSignature, resultSignature } from "../model/signatures.js";
 import type { RunOutcome } from "../model/outcome.js";
 import { VERSION, latestGenAiMetrics, recordCall, runEnded, runStarted } from "./metrics.js";
-import { peerSpan } from "./peers.js";
+import { peerSpan, peerToolSpan } from "./peers.js";
 import * as sc from "./semconv.js";
 
 /** What the recorder reads of a run (core's RunNode): telemetry sits below the core and knows only this. */
@@ -34,6 +34,8 @@ type TracerSource = { getTracer(name: string, version?: string): Tracer };
 let tracerSource: TracerSource | null = null;
 let cachedTracer: Tracer | null = null;
 let twins: boolean | null = null;
+/** Tool spans adopted from the SDK (its own wrapper ends them). */
+const adoptedTools = new WeakSet<Span>();
 
 /** Whether spans also carry the OpenInference twins (Arize AX, Phoenix before 15.10): `instrument({
  * openinference })`, else OTEL_BUDGET_OPENINFERENCE; off by default, as in Python. */
@@ -244,6 +246,13 @@ export function startTool(name: string, callId: string | null, args: unknown, pa
       attrs[sc.OI_TOOL_NAME] = name;
     }
     if (callId) attrs[sc.GEN_AI_TOOL_CALL_ID] = callId;
+    const peer = peerToolSpan(name); // the SDK's span of this tool execution: one tool span, ours in content
+    if (peer !== null) {
+      adoptedTools.add(peer);
+      peer.updateName(`${sc.OP_EXECUTE_TOOL} ${name}`);
+      peer.setAttributes(attrs);
+      return peer;
+    }
     return tracer().startSpan(`${sc.OP_EXECUTE_TOOL} ${name}`, { kind: SpanKind.INTERNAL,
       attributes: attrs }, parent);
   }, null);
@@ -263,6 +272,6 @@ export function endTool(span: Span | null, result: unknown, error: unknown, refu
   } catch {
     // telemetry never breaks the agent
   } finally {
-    safe(() => span.end(), undefined);
+    if (!adoptedTools.has(span)) safe(() => span.end(), undefined);
   }
 }
