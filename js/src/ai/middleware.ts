@@ -13,6 +13,7 @@ import { recordToolRequests } from "../core/watch.js";
 import { templateWrapUp } from "../core/wrapup.js";
 import { StopReason } from "../model/budget.js";
 import { BudgetExceeded } from "../model/outcome.js";
+import { markRefused } from "../telemetry/peers.js";
 import { type CallRecord, endCall, startCall, spanContext } from "../telemetry/recorder.js";
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
@@ -94,7 +95,8 @@ async function begin(node: RunNode, model: Model, params: Params):
     callParams = Object.fromEntries(Object.entries(callParams).filter(([k]) => k !== "tools" && k !== "toolChoice"));
   }
   const call: CallRecord = { provider, model: modelId, maxOutputTokens: callParams.maxOutputTokens ?? null,
-    turn: adm.turn, costUsd: null };
+    turn: adm.turn, costUsd: null, runName: node.root.name,
+    ledgerEnforced: adm.shared.length > 0 ? adm.shared.every((r) => r.enforced) : undefined };
   // measured only when a token or money limit needed the request's size (no per-call work for other runs)
   return { adm, call, chars, params: callParams };
 }
@@ -115,7 +117,10 @@ async function wrapGenerate({ doGenerate, params, model }: { doGenerate: () => P
   try {
     started = await begin(node, model, params);
   } catch (exc) {
-    if (exc instanceof BudgetExceeded) return refusedResult(node, exc, model);
+    if (exc instanceof BudgetExceeded) {
+      markRefused(String(model.modelId ?? "unknown"), exc.reason, exc.limit);
+      return refusedResult(node, exc, model);
+    }
     throw exc;
   }
   const { adm, call, chars } = started;
@@ -217,7 +222,10 @@ async function wrapStream({ doStream, params, model }: { doStream: () => Promise
   try {
     started = await begin(node, model, params);
   } catch (exc) {
-    if (exc instanceof BudgetExceeded) return refusedStream(node, exc, model);
+    if (exc instanceof BudgetExceeded) {
+      markRefused(String(model.modelId ?? "unknown"), exc.reason, exc.limit);
+      return refusedStream(node, exc, model);
+    }
     throw exc;
   }
   const { adm, call, chars } = started;
@@ -289,6 +297,8 @@ async function wrapStream({ doStream, params, model }: { doStream: () => Promise
       } catch {
         // metering never breaks the stream
       }
+      // settled at the finish part: the SDK's own span of the call (adopted) may end before the stream does
+      if (part?.type === "finish") close();
       controller.enqueue(part);
     },
     async cancel(reason) {

@@ -6,6 +6,7 @@ import { StopReason } from "../model/budget.js";
 import { UnknownPriceError } from "../model/outcome.js";
 import { getSettings } from "./config.js";
 import { type Amounts, type Reservation, headroom, reserve, settle } from "./ledger.js";
+import { checkNear } from "./near.js";
 import { DIM_REASON, type RunNode } from "./node.js";
 import { reserveShared, settleShared } from "./shared.js";
 
@@ -254,6 +255,7 @@ export function settleCall(adm: Admission, usage: CallUsage, cost: number | null
     n.stats.reasoning += usage.reasoning ?? 0;
     if (cost === null) n.stats.unpriced += 1;
   }
+  checkNear(node);
 }
 
 /** Give back a reservation whose call was never sent. */

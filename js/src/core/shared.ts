@@ -4,6 +4,7 @@
  * The store answers asynchronously (Redis); settles are sent at once, in order on the store's connection, and
  * the run awaits the ones not answered yet when it ends.
  */
+import { ledgerFailOpen } from "../telemetry/metrics.js";
 import { getSettings } from "./config.js";
 import { type Amounts, Refusal, type Reservation } from "./ledger.js";
 import type { RunNode } from "./node.js";
@@ -25,7 +26,10 @@ export async function reserveShared(node: RunNode, amounts: Amounts, what: strin
       result.scope = result.scope || scope.name;
       throw node.refusalError(result, what, true);
     }
-    if (!result.enforced) node.root.unenforced += 1;
+    if (!result.enforced) {
+      node.root.unenforced += 1;
+      ledgerFailOpen(node.root.name, scope.name);
+    }
     held.push(result);
   }
   return held;

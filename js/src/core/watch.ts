@@ -5,6 +5,7 @@
 import { StopReason, plural } from "../model/budget.js";
 import { canonicalArguments } from "../model/signatures.js";
 import { type Amounts, reserve, settle, take } from "./ledger.js";
+import { checkNear } from "./near.js";
 import { chargeShared } from "./shared.js";
 import type { RunNode } from "./node.js";
 import { findCycle } from "./progress.js";
@@ -97,6 +98,7 @@ export function admitTool(node: RunNode, name: string, args: unknown): Amounts {
 export function settleTool(node: RunNode, name: string, reserved: Amounts): void {
   settle(node.accounts, reserved, reserved);
   for (const n of node.chain) n.toolsExecuted.add(name);
+  checkNear(node);
 }
 
 /** A tool executed here returned `result`: the same result maxStalls times in a row records `stalled`. */

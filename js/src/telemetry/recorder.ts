@@ -1,6 +1,7 @@
 /**
  * Spans with the names and attributes of Python's telemetry/recorder.py: `invoke_agent {run}` per run,
- * `chat {model}` per model request, `execute_tool {tool}` per tool execution. Telemetry never breaks the agent:
+ * `chat {model}` per model request (the AI SDK's own span of it when its telemetry is on: peers.ts),
+ * `execute_tool {tool}` per tool execution; and their metrics (metrics.ts). Telemetry never breaks the agent:
  * every failure here is swallowed. No content (prompts, completions, arguments, results) is recorded.
  */
 import { type Attributes, type Context, type Span, SpanKind, SpanStatusCode, type Tracer, context, trace } from "@opentelemetry/api";
@@ -8,6 +9,8 @@ import { StopReason } from "../model/budget.js";
 import { pyRound } from "../model/format.js";
 import { argumentsSignature, resultSignature } from "../model/signatures.js";
 import type { RunOutcome } from "../model/outcome.js";
+import { VERSION, latestGenAiMetrics, recordCall, runEnded, runStarted } from "./metrics.js";
+import { peerSpan, peerToolSpan } from "./peers.js";
 import * as sc from "./semconv.js";
 
 /** What the recorder reads of a run (core's RunNode): telemetry sits below the core and knows only this. */
@@ -20,14 +23,30 @@ export interface RunView {
   spanId: string | null;
   readonly outcome: RunOutcome | null;
   readonly toolCallsRefused: number;
+  /** Calls a shared ledger let through without its cap (fail "open" while unreachable). */
+  readonly unenforced: number;
   spanLimits(): Record<string, number>;
+  utilization(): Record<string, number>;
   utilizationMax(): number;
 }
 
 type TracerSource = { getTracer(name: string, version?: string): Tracer };
-export const VERSION = "0.1.0";
 let tracerSource: TracerSource | null = null;
 let cachedTracer: Tracer | null = null;
+let twins: boolean | null = null;
+/** Tool spans adopted from the SDK (its own wrapper ends them). */
+const adoptedTools = new WeakSet<Span>();
+
+/** Whether spans also carry the OpenInference twins (Arize AX, Phoenix before 15.10): `instrument({
+ * openinference })`, else OTEL_BUDGET_OPENINFERENCE; off by default, as in Python. */
+export function setOpenInference(on: boolean | null): void {
+  twins = on;
+}
+
+function oi(): boolean {
+  if (twins !== null) return twins;
+  return ["1", "true", "yes", "on"].includes((process.env[sc.ENV_OPENINFERENCE] ?? "").trim().toLowerCase());
+}
 
 /** The tracer provider to use (`instrument({ tracerProvider })`); null: @opentelemetry/api's global one. */
 export function setTracerProvider(provider: TracerSource | null): void {
@@ -50,13 +69,14 @@ function safe<T>(fn: () => T, fallback: T): T {
 }
 
 export function startRun(node: RunView): Span | null {
+  runStarted(node);
   return safe(() => {
     const attrs: Attributes = {
       [sc.GEN_AI_OPERATION_NAME]: sc.OP_INVOKE_AGENT,
       [sc.GEN_AI_AGENT_NAME]: node.name,
-      [sc.OI_SPAN_KIND]: sc.OI_KIND_AGENT,
       [sc.RUN_DEPTH]: node.depth,
     };
+    if (oi()) attrs[sc.OI_SPAN_KIND] = sc.OI_KIND_AGENT;
     for (const [dim, limit] of Object.entries(node.spanLimits())) attrs[sc.LIMIT_PREFIX + dim] = limit;
     const parent = node.parent !== null ? spanContext(node.parent.span) : context.active();
     const span = tracer().startSpan(`${sc.OP_INVOKE_AGENT} ${node.name}`,
@@ -77,6 +97,7 @@ export function spanContext(span: Span | null): Context {
 
 export function endRun(node: RunView, span: Span | null): void {
   const outcome = node.outcome;
+  runEnded(node, outcome?.stopReason ?? null);
   if (span === null || outcome === null) return;
   try {
     const u = outcome.usage;
@@ -88,6 +109,7 @@ export function endRun(node: RunView, span: Span | null): void {
     for (const [dim, value] of Object.entries(used)) attrs[sc.USED_PREFIX + dim] = value;
     attrs[sc.UTILIZATION] = node.utilizationMax();
     if (outcome.limit) attrs[sc.STOP_LIMIT] = outcome.limit;
+    if (node.unenforced) attrs[sc.LEDGER_UNENFORCED_CALLS] = node.unenforced;
     if (node.toolCallsRefused) attrs[sc.TOOL_CALLS_REFUSED] = node.toolCallsRefused;
     if (outcome.wrapUp) attrs[sc.WRAP_UP] = outcome.wrapUp;
     span.setAttributes(attrs);
@@ -118,30 +140,55 @@ export interface CallRecord {
   costUsd: number | null;
   toolCalls?: [string, unknown][];
   error?: unknown;
+  /** The root run's name (the run_name of the call's metrics). */
+  runName?: string;
+  /** False: a shared ledger let the call through without its cap; undefined: no shared scope. */
+  ledgerEnforced?: boolean;
+  /** When the call started (performance.now(), set by startCall). */
+  startedAt?: number;
+  /** Whether the span is the SDK's own span of the call, adopted (its owner ends it). */
+  adopted?: boolean;
+}
+
+/** The cache-write attribute: the released name, or the newest one when the opt-in asks for it (as Python). */
+function cacheWriteAttr(): string {
+  return latestGenAiMetrics() ? sc.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS : sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS;
 }
 
 export function startCall(call: CallRecord, parent: Context): Span | null {
+  call.startedAt = performance.now();
   return safe(() => {
     const attrs: Attributes = {
       [sc.GEN_AI_OPERATION_NAME]: sc.OP_CHAT,
       [sc.GEN_AI_PROVIDER_NAME]: call.provider,
       [sc.GEN_AI_REQUEST_MODEL]: call.model,
-      [sc.OI_SPAN_KIND]: sc.OI_KIND_LLM,
-      [sc.OI_LLM_PROVIDER]: call.provider,
     };
+    if (oi()) {
+      attrs[sc.OI_SPAN_KIND] = sc.OI_KIND_LLM;
+      attrs[sc.OI_LLM_PROVIDER] = (sc.OI_PROVIDERS as Record<string, string>)[call.provider] ?? call.provider;
+    }
     if (call.maxOutputTokens !== null) attrs[sc.GEN_AI_REQUEST_MAX_TOKENS] = call.maxOutputTokens;
+    if (call.ledgerEnforced !== undefined) attrs[sc.LEDGER_ENFORCED] = call.ledgerEnforced;
+    const peer = peerSpan(call.model); // the SDK's own span of this very call: one LLM span, ours in content
+    if (peer !== null) {
+      call.adopted = true;
+      peer.updateName(`${sc.OP_CHAT} ${call.model}`);
+      peer.setAttributes(attrs);
+      return peer;
+    }
     return tracer().startSpan(`${sc.OP_CHAT} ${call.model}`, { kind: SpanKind.CLIENT, attributes: attrs },
       parent);
   }, null);
 }
 
 export function endCall(call: CallRecord, span: Span | null): void {
+  const errorType = call.error !== undefined ? (call.error as Error)?.name || "Error" : undefined;
+  recordCall({ operation: sc.OP_CHAT, provider: call.provider, model: call.model, responseModel: call.responseModel,
+    errorType, runName: call.runName ?? null, usage: call.usage, costUsd: call.costUsd,
+    seconds: call.startedAt === undefined ? 0 : (performance.now() - call.startedAt) / 1000 });
   if (span === null) return;
   try {
-    const attrs: Attributes = {
-      [sc.OI_LLM_MODEL_NAME]: call.responseModel || call.model,
-      [sc.COST_SOURCE]: call.costUsd === null ? sc.COST_UNPRICED : sc.COST_PRICED,
-    };
+    const attrs: Attributes = { [sc.COST_SOURCE]: call.costUsd === null ? sc.COST_UNPRICED : sc.COST_PRICED };
     if (call.turn) attrs[sc.TURN] = call.turn;
     if (call.responseModel) attrs[sc.GEN_AI_RESPONSE_MODEL] = call.responseModel;
     if (call.responseId) attrs[sc.GEN_AI_RESPONSE_ID] = call.responseId;
@@ -150,27 +197,40 @@ export function endCall(call: CallRecord, span: Span | null): void {
     if (u !== undefined) {
       attrs[sc.GEN_AI_USAGE_INPUT_TOKENS] = u.input;
       attrs[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = u.output;
-      attrs[sc.OI_TOKEN_PROMPT] = u.input;
-      attrs[sc.OI_TOKEN_COMPLETION] = u.output;
-      attrs[sc.OI_TOKEN_TOTAL] = u.input + u.output;
       if (u.cacheRead) attrs[sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = u.cacheRead;
-      if (u.cacheWrite) attrs[sc.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS] = u.cacheWrite;
+      if (u.cacheWrite) attrs[cacheWriteAttr()] = u.cacheWrite;
       if (u.reasoning) attrs[sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = u.reasoning;
     }
-    if (call.costUsd !== null) attrs[sc.COST_USD] = attrs[sc.OI_COST_TOTAL] = pyRound(call.costUsd, 10);
+    if (call.costUsd !== null) attrs[sc.COST_USD] = pyRound(call.costUsd, 10);
+    if (oi()) twinAttributes(attrs, call);
     if (call.toolCalls && call.toolCalls.length > 0) {
       attrs[sc.ACTIONS] = call.toolCalls.map(([name, args]) => `${name}:${argumentsSignature(args)}`);
     }
-    if (call.error !== undefined) {
-      attrs[sc.ERROR_TYPE] = (call.error as Error)?.name || "Error";
+    if (errorType !== undefined) {
+      attrs[sc.ERROR_TYPE] = errorType;
       span.setStatus({ code: SpanStatusCode.ERROR, message: String((call.error as Error)?.message ?? call.error).slice(0, 500) });
     }
     span.setAttributes(attrs);
   } catch {
     // telemetry never breaks the agent
   } finally {
-    safe(() => span.end(), undefined);
+    if (!call.adopted) safe(() => span.end(), undefined);
   }
+}
+
+/** The OpenInference twins of a finished call's GenAI attributes (telemetry/openinference.py `call_attributes`). */
+function twinAttributes(attrs: Attributes, call: CallRecord): void {
+  attrs[sc.OI_LLM_MODEL_NAME] = call.responseModel || call.model;
+  const u = call.usage;
+  if (u !== undefined) {
+    attrs[sc.OI_TOKEN_PROMPT] = u.input;
+    attrs[sc.OI_TOKEN_COMPLETION] = u.output;
+    attrs[sc.OI_TOKEN_TOTAL] = u.input + u.output;
+    if (u.cacheRead) attrs[sc.OI_TOKEN_CACHE_READ] = u.cacheRead;
+    if (u.cacheWrite) attrs[sc.OI_TOKEN_CACHE_WRITE] = u.cacheWrite;
+    if (u.reasoning) attrs[sc.OI_TOKEN_REASONING] = u.reasoning;
+  }
+  if (call.costUsd !== null) attrs[sc.OI_COST_TOTAL] = attrs[sc.COST_USD];
 }
 
 export function startTool(name: string, callId: string | null, args: unknown, parent: Context): Span | null {
@@ -179,11 +239,20 @@ export function startTool(name: string, callId: string | null, args: unknown, pa
       [sc.GEN_AI_OPERATION_NAME]: sc.OP_EXECUTE_TOOL,
       [sc.GEN_AI_TOOL_NAME]: name,
       [sc.GEN_AI_TOOL_TYPE]: sc.TOOL_TYPE_FUNCTION,
-      [sc.OI_SPAN_KIND]: sc.OI_KIND_TOOL,
-      [sc.OI_TOOL_NAME]: name,
       [sc.TOOL_ARGUMENTS_SIGNATURE]: argumentsSignature(args),
     };
+    if (oi()) {
+      attrs[sc.OI_SPAN_KIND] = sc.OI_KIND_TOOL;
+      attrs[sc.OI_TOOL_NAME] = name;
+    }
     if (callId) attrs[sc.GEN_AI_TOOL_CALL_ID] = callId;
+    const peer = peerToolSpan(name); // the SDK's span of this tool execution: one tool span, ours in content
+    if (peer !== null) {
+      adoptedTools.add(peer);
+      peer.updateName(`${sc.OP_EXECUTE_TOOL} ${name}`);
+      peer.setAttributes(attrs);
+      return peer;
+    }
     return tracer().startSpan(`${sc.OP_EXECUTE_TOOL} ${name}`, { kind: SpanKind.INTERNAL,
       attributes: attrs }, parent);
   }, null);
@@ -203,6 +272,6 @@ export function endTool(span: Span | null, result: unknown, error: unknown, refu
   } catch {
     // telemetry never breaks the agent
   } finally {
-    safe(() => span.end(), undefined);
+    if (!adoptedTools.has(span)) safe(() => span.end(), undefined);
   }
 }
