@@ -7,6 +7,7 @@
 import * as ai from "ai";
 import { type Admission, admitWaiting, settleCall } from "../core/admission.js";
 import { getSettings } from "../core/config.js";
+import { noteAttempt } from "../core/deadline.js";
 import type { RunNode } from "../core/node.js";
 import { currentNode, usageKey } from "../core/run.js";
 import { recordToolRequests } from "../core/watch.js";
@@ -130,6 +131,7 @@ async function wrapGenerate({ doGenerate, params, model }: { doGenerate: () => P
     finish(adm, call, chars, null);
     call.error = exc;
     endCall(call, span);
+    noteAttempt(node, exc); // a retryable failure: a deadline before the SDK's retry is a cut retry wait
     if (deadline?.expired()) {
       // the run's time ran out while the call was in flight: the SDK gets the wrap-up, not an abort error
       return refusedResult(node, node.stop(StopReason.TIME, "max_seconds",
@@ -139,6 +141,7 @@ async function wrapGenerate({ doGenerate, params, model }: { doGenerate: () => P
   } finally {
     deadline?.clear();
   }
+  noteAttempt(node, null);
   finish(adm, call, chars, readUsage(result?.usage));
   const toolCalls = (Array.isArray(result?.content) ? result.content : [])
     .filter((p: any) => p?.type === "tool-call" && !p.providerExecuted);
@@ -233,12 +236,14 @@ async function wrapStream({ doStream, params, model }: { doStream: () => Promise
     finish(adm, call, chars, null);
     call.error = exc;
     endCall(call, span);
+    noteAttempt(node, exc);
     if (deadline?.expired()) {
       return refusedStream(node, node.stop(StopReason.TIME, "max_seconds",
         "the run's time ran out while a call was in flight."), model);
     }
     throw exc;
   }
+  noteAttempt(node, null);
   let usage: Usage4 | null = null;
   let outputChars = 0;
   const toolCalls: [string, unknown][] = [];
