@@ -8,6 +8,7 @@ import * as ai from "ai";
 import { type Admission, admitWaiting, settleCall } from "../core/admission.js";
 import { getSettings } from "../core/config.js";
 import { noteAttempt } from "../core/deadline.js";
+import { leftStreamUsage } from "./estimate.js";
 import type { RunNode } from "../core/node.js";
 import { currentNode, usageKey } from "../core/run.js";
 import { recordToolRequests } from "../core/watch.js";
@@ -253,10 +254,8 @@ async function wrapStream({ doStream, params, model }: { doStream: () => Promise
     closed = true;
     deadline?.clear();
     node.openCalls.delete(abandon);
-    if (usage === null && outputChars > 0) {
-      usage = { input: adm.inputEstimate, output: Math.ceil(outputChars / 4), cacheRead: 0, cacheWrite: 0,
-        reasoning: 0 };
-    }
+    // not reported (left, aborted or cut): the best estimate, never zero
+    if (usage === null) usage = leftStreamUsage(adm, () => inputChars(started.params), outputChars);
     finish(adm, call, chars, usage);
     call.toolCalls = toolCalls;
     if (error !== undefined) call.error = error;
