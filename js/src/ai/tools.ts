@@ -2,7 +2,8 @@
  * The tool gate: tools do not pass through the model middleware, so `budgetedTools` wraps each tool's `execute`.
  * A tool call is checked before it runs (repeats, cycles, the tool-call cap, time, pending stops); a refused
  * call does not run and the model receives the reason as the tool's output. The next model call is then refused
- * by the budgeted model, which answers with the wrap-up.
+ * by the budgeted model, which answers with the wrap-up. On ai@7 with `toolApproval: budgetApproval()` the call
+ * was checked already (approval.ts): the wrapper takes that admission over and only records the execution.
  */
 import { GATED_EXECUTE, refusalReason, takeAdmission } from "./approval.js";
 import { currentNode } from "../core/run.js";
