@@ -175,6 +175,27 @@ test("ai@7: toolApproval gates a ToolLoopAgent's plain tools too (no budgetedToo
   assert.equal(result.text, outcome.wrapUp);
 });
 
+test("ai@7: a run whose tool calls went through budgetApproval() but whose model is not budgeted warns when it ends",
+  { skip: !AI7 && "ai@6 has no toolApproval" }, async () => {
+    await llm.script(turn(call("write_file", { path: "a.md" })), { text: "done", input_tokens: 10, output_tokens: 1 });
+    const warnings = [];
+    const listen = (w) => warnings.push(w);
+    process.on("warning", listen);
+    try {
+      const written = [];
+      const { outcome } = await run("approval-unwrapped", { budget: { maxSteps: 1 } }, () => generateText({
+        model: openai.chat("gpt-4o"), tools: { write_file: writeTool(written) }, toolApproval: budgetApproval(),
+        stopWhen: stepCountIs(5), maxRetries: 0, prompt: "go" }));
+      await new Promise((resolve) => setImmediate(resolve));
+      assert.equal(outcome.stopReason, "done"); // not braked: maxSteps 1, and both calls were sent
+      assert.equal((await sent()).length, 2);
+      assert.ok(warnings.some((w) => w.code === "OTEL_BUDGET_UNBUDGETED_MODEL" && /budgetApproval\(\)/.test(w.message)),
+        warnings.map(String).join("; "));
+    } finally {
+      process.off("warning", listen);
+    }
+  });
+
 test("budgetApproval() names what it takes on bad input", () => {
   assert.throws(() => budgetApproval("yes"), /budgetApproval\(theirs\): give your toolApproval function/);
 });

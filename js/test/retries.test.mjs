@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { after, before, beforeEach, test } from "node:test";
 import { createAnthropic } from "@ai-sdk/anthropic";
 import { createOpenAI } from "@ai-sdk/openai";
-import { generateText } from "ai";
+import { ToolLoopAgent, generateText, streamText } from "ai";
 import { budgeted, run } from "otel-budget";
 import { startScriptedLLM } from "./helpers.mjs";
 
@@ -53,6 +53,37 @@ test("a 500 retried by the SDK (2 s backoff) past the deadline: the run ends `ti
       model: budgeted(providers["openai chat"]()), maxRetries: 3, prompt: "hi", abortSignal: r.signal }));
     assert.equal(outcome.stopReason, "time");
     assert.match(outcome.detail, /^the call failed \(HTTP 500\) and the run's time ran out while the SDK waited/);
+    assert.equal((await llm.requests()).length, 1);
+  });
+
+for (const mode of ["streamText", "ToolLoopAgent"]) {
+  test(`${mode}: the retry wait is cut at the deadline the same way`, { timeout: 20_000 }, async () => {
+    await llm.script({ status: 429, retry_after: WAIT }, { text: "sent after the deadline" });
+    const model = budgeted(providers["openai chat"]());
+    const { result, outcome } = await run("retry-wait", { budget: { maxSeconds: 1 } }, async (r) => {
+      if (mode === "ToolLoopAgent") {
+        return new ToolLoopAgent({ model, maxRetries: 2 }).generate({ prompt: "hi", abortSignal: r.signal });
+      }
+      const stream = streamText({ model, maxRetries: 2, prompt: "hi", abortSignal: r.signal, onError: () => {} });
+      return { text: await stream.text };
+    });
+    assert.equal(outcome.stopReason, "time");
+    assert.match(outcome.detail, /^the call failed \(HTTP 429\) and the run's time ran out while the SDK waited/);
+    assert.equal(result, undefined);
+    assert.ok(outcome.usage.seconds < WAIT / 2, `waited ${outcome.usage.seconds} s`);
+    assert.equal((await llm.requests()).length, 1);
+  });
+}
+
+test("a parent's deadline cuts a child run's retry wait: both outcomes record `time`", { timeout: 20_000 },
+  async () => {
+    await llm.script({ status: 429, retry_after: WAIT }, { text: "sent after the deadline" });
+    const { result, outcome } = await run("parent", { budget: { maxSeconds: 1 } }, () =>
+      run("child", {}, (r) => generateText({ model: budgeted(providers["openai chat"]()), maxRetries: 2,
+        prompt: "hi", abortSignal: r.signal })));
+    assert.equal(result.outcome.stopReason, "time");
+    assert.equal(outcome.stopReason, "time");
+    assert.match(outcome.detail, /^in run 'child': the call failed \(HTTP 429\)/);
     assert.equal((await llm.requests()).length, 1);
   });
 

@@ -73,5 +73,9 @@ export function deadlineStop(node: RunNode, error: unknown): BudgetExceeded | nu
     ? `the call failed (${failed}) and the run's time ran out while the SDK waited to retry it; the retry was not `
       + "sent (max_seconds)."
     : "the run's time ran out and run.signal aborted the work in progress (max_seconds).";
-  return node.stop(StopReason.TIME, "max_seconds", detail);
+  // the run whose maxSeconds set the deadline records the stop too (an ancestor's limit, as checkGates does)
+  const timed = node.chain.filter((n) => n.budget.maxSeconds !== null);
+  const end = (n: RunNode): number => n.started + (n.budget.maxSeconds ?? Infinity);
+  const owner = timed.reduce((a, b) => (end(b) < end(a) ? b : a), timed[0] ?? node);
+  return node.stop(StopReason.TIME, "max_seconds", detail, owner);
 }

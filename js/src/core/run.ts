@@ -163,7 +163,8 @@ export function usageKey(u: Usage): string {
 
 function warnUnbudgeted(node: RunNode): void {
   if (node.parent !== null || node.budgetedCalls > 0 || node.toolsExecuted.size === 0) return;
-  process.emitWarning(`otel-budget: the run '${node.name}' ran tools through budgetedTools but made no model call `
-    + "through a budgeted model, so its model calls were not braked: wrap the model with budgeted(model).",
+  process.emitWarning(`otel-budget: the run '${node.name}' ran tools through budgetedTools or budgetApproval() but `
+    + "made no model call through a budgeted model, so its model calls were not braked: wrap the model with "
+    + "budgeted(model).",
   { code: "OTEL_BUDGET_UNBUDGETED_MODEL" });
 }
