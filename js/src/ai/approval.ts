@@ -17,7 +17,8 @@ import { BudgetExceeded } from "../model/outcome.js";
 /* eslint-disable @typescript-eslint/no-explicit-any */
 /** What ai@7 returns from an approval function (`undefined` is `not-applicable`). */
 export type ApprovalStatus = undefined | "not-applicable" | "approved" | "denied" | "user-approval"
-  | { type: "not-applicable" | "approved" | "denied" | "user-approval"; reason?: string };
+  | { type: "not-applicable"; reason?: never } | { type: "approved"; reason?: string }
+  | { type: "denied"; reason?: string } | { type: "user-approval"; reason?: string };
 
 /** The approval configuration ai@7 takes: one function for every call, or statuses/functions per tool name. */
 export type ApprovalConfiguration = ((options: any) => ApprovalStatus | PromiseLike<ApprovalStatus>)
