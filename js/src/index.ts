@@ -13,3 +13,4 @@ export { LedgerUnavailable, RedisLedger, type RedisClient, type RedisLedgerOptio
 } from "./fleet/redis.js";
 export { budgeted, budgetMiddleware } from "./ai/middleware.js";
 export { budgetedTools } from "./ai/tools.js";
+export { budgetApproval, type ApprovalConfiguration, type ApprovalStatus } from "./ai/approval.js";

@@ -7,6 +7,8 @@
 import * as ai from "ai";
 import { type Admission, admitWaiting, settleCall } from "../core/admission.js";
 import { getSettings } from "../core/config.js";
+import { noteAttempt } from "../core/deadline.js";
+import { leftStreamUsage } from "./estimate.js";
 import type { RunNode } from "../core/node.js";
 import { currentNode, usageKey } from "../core/run.js";
 import { recordToolRequests } from "../core/watch.js";
@@ -135,6 +137,7 @@ async function wrapGenerate({ doGenerate, params, model }: { doGenerate: () => P
     finish(adm, call, chars, null);
     call.error = exc;
     endCall(call, span);
+    noteAttempt(node, exc); // a retryable failure: a deadline before the SDK's retry is a cut retry wait
     if (deadline?.expired()) {
       // the run's time ran out while the call was in flight: the SDK gets the wrap-up, not an abort error
       return refusedResult(node, node.stop(StopReason.TIME, "max_seconds",
@@ -144,6 +147,7 @@ async function wrapGenerate({ doGenerate, params, model }: { doGenerate: () => P
   } finally {
     deadline?.clear();
   }
+  noteAttempt(node, null);
   finish(adm, call, chars, readUsage(result?.usage));
   const toolCalls = (Array.isArray(result?.content) ? result.content : [])
     .filter((p: any) => p?.type === "tool-call" && !p.providerExecuted);
@@ -241,12 +245,14 @@ async function wrapStream({ doStream, params, model }: { doStream: () => Promise
     finish(adm, call, chars, null);
     call.error = exc;
     endCall(call, span);
+    noteAttempt(node, exc);
     if (deadline?.expired()) {
       return refusedStream(node, node.stop(StopReason.TIME, "max_seconds",
         "the run's time ran out while a call was in flight."), model);
     }
     throw exc;
   }
+  noteAttempt(node, null);
   let usage: Usage4 | null = null;
   let outputChars = 0;
   const toolCalls: [string, unknown][] = [];
@@ -256,10 +262,8 @@ async function wrapStream({ doStream, params, model }: { doStream: () => Promise
     closed = true;
     deadline?.clear();
     node.openCalls.delete(abandon);
-    if (usage === null && outputChars > 0) {
-      usage = { input: adm.inputEstimate, output: Math.ceil(outputChars / 4), cacheRead: 0, cacheWrite: 0,
-        reasoning: 0 };
-    }
+    // not reported (left, aborted or cut): the best estimate, never zero
+    if (usage === null) usage = leftStreamUsage(adm, () => inputChars(started.params), outputChars);
     finish(adm, call, chars, usage);
     call.toolCalls = toolCalls;
     if (error !== undefined) call.error = error;

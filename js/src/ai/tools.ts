@@ -2,8 +2,10 @@
  * The tool gate: tools do not pass through the model middleware, so `budgetedTools` wraps each tool's `execute`.
  * A tool call is checked before it runs (repeats, cycles, the tool-call cap, time, pending stops); a refused
  * call does not run and the model receives the reason as the tool's output. The next model call is then refused
- * by the budgeted model, which answers with the wrap-up.
+ * by the budgeted model, which answers with the wrap-up. On ai@7 with `toolApproval: budgetApproval()` the call
+ * was checked already (approval.ts): the wrapper takes that admission over and only records the execution.
  */
+import { GATED_EXECUTE, refusalReason, takeAdmission } from "./approval.js";
 import { currentNode } from "../core/run.js";
 import type { Amounts } from "../core/ledger.js";
 import { admitTool, noteToolResult, settleTool } from "../core/watch.js";
@@ -14,17 +16,20 @@ import { endTool, spanContext, startTool } from "../telemetry/recorder.js";
 type Execute = (input: any, options?: any) => any;
 
 function gate(name: string, execute: Execute): Execute {
-  return function budgetedExecute(this: unknown, input: any, options?: any): any {
+  const budgetedExecute = function budgetedExecute(this: unknown, input: any, options?: any): any {
     const node = currentNode();
     if (node === undefined) return execute.call(this, input, options);
-    let reserved: Amounts;
-    try {
-      reserved = admitTool(node, name, input);
-    } catch (exc) {
-      if (exc instanceof BudgetExceeded) return Promise.resolve(`Not run (otel-budget, ${exc.reason}): ${exc.message}`);
-      throw exc;
-    }
     const callId = typeof options?.toolCallId === "string" ? options.toolCallId : null;
+    // admitted already by ai@7's toolApproval (budgetApproval): counted once
+    let reserved = takeAdmission(node, callId) as Amounts;
+    if (reserved === undefined) {
+      try {
+        reserved = admitTool(node, name, input);
+      } catch (exc) {
+        if (exc instanceof BudgetExceeded) return Promise.resolve(refusalReason(exc));
+        throw exc;
+      }
+    }
     const span = startTool(name, callId, input, spanContext(node.span));
     const ran = (result: unknown): unknown => {
       settleTool(node, name, reserved);
@@ -56,6 +61,8 @@ function gate(name: string, execute: Execute): Execute {
     if (result !== null && typeof result?.then === "function") return result.then(ran, failed);
     return ran(result);
   };
+  (budgetedExecute as any)[GATED_EXECUTE] = true;
+  return budgetedExecute;
 }
 
 /**

@@ -7,6 +7,7 @@ import { context } from "@opentelemetry/api";
 import { Budget, type BudgetOptions, StopReason, type Usage } from "../model/budget.js";
 import { BudgetExceeded, type RunOutcome } from "../model/outcome.js";
 import { endRun, spanContext, startRun } from "../telemetry/recorder.js";
+import { deadlineStop, releaseSignal, runSignal } from "./deadline.js";
 import { RunNode } from "./node.js";
 import { sharedSettled } from "./shared.js";
 import { templateWrapUp } from "./wrapup.js";
@@ -29,6 +30,12 @@ export interface Run {
   allows(): boolean;
   /** Confirm the work is done (for `confirmDone`), with optional evidence. */
   complete(evidence?: unknown): void;
+  /**
+   * Aborted when the run's time (`maxSeconds`, the tightest of the chain) is up. Pass it as `abortSignal` to
+   * `generateText`, `streamText` or an agent: the SDK's retry waits are cut at the deadline too (the run ends
+   * `time`, and no retry is sent past it).
+   */
+  readonly signal: AbortSignal;
 }
 
 export interface RunOptions {
@@ -76,6 +83,9 @@ export async function run<T>(name: string, options: RunOptions | Budget | undefi
     complete: (evidence?: unknown) => {
       node.completion = [true, evidence ?? null];
     },
+    get signal() {
+      return runSignal(node);
+    },
   };
   let result: T | undefined;
   let error: unknown;
@@ -84,8 +94,9 @@ export async function run<T>(name: string, options: RunOptions | Budget | undefi
     result = await storage.run(node, () => context.with(spanContext(span), () => fn(handle)));
   } catch (exc) {
     failed = true;
-    error = exc;
+    error = deadlineStop(node, exc) ?? exc; // run.signal cut the work at the deadline: a time stop
   }
+  releaseSignal(node);
   const ours = failed && error instanceof BudgetExceeded && error.runPath.has(node.id);
   const outcome = close(node, failed ? error : undefined, failed, ours);
   await sharedSettled(node);
@@ -152,7 +163,8 @@ export function usageKey(u: Usage): string {
 
 function warnUnbudgeted(node: RunNode): void {
   if (node.parent !== null || node.budgetedCalls > 0 || node.toolsExecuted.size === 0) return;
-  process.emitWarning(`otel-budget: the run '${node.name}' ran tools through budgetedTools but made no model call `
-    + "through a budgeted model, so its model calls were not braked: wrap the model with budgeted(model).",
+  process.emitWarning(`otel-budget: the run '${node.name}' ran tools through budgetedTools or budgetApproval() but `
+    + "made no model call through a budgeted model, so its model calls were not braked: wrap the model with "
+    + "budgeted(model).",
   { code: "OTEL_BUDGET_UNBUDGETED_MODEL" });
 }
