@@ -79,6 +79,7 @@ for (const mode of ["generateText", "streamText"]) {
         assert.equal(span.attributes["gen_ai.provider.name"], "anthropic");
         assert.equal(span.attributes["gen_ai.usage.input_tokens"], 1200);
         assert.equal(span.attributes["gen_ai.usage.output_tokens"], 50);
+        assert.equal(span.attributes["otel_budget.usage.estimated"], undefined); // reported, not estimated
         assert.equal(span.attributes["otel_budget.cost.usd"], one);
       }
     });

@@ -39,6 +39,7 @@ function assertEstimated(outcome) {
   assert.equal(spans.length, 1); // ended when left, once
   assert.equal(spans[0].attributes["gen_ai.usage.input_tokens"], u.inputTokens);
   assert.equal(spans[0].attributes["gen_ai.usage.output_tokens"], u.outputTokens);
+  assert.equal(spans[0].attributes["otel_budget.usage.estimated"], true); // marked: not what the provider reported
 }
 
 test("breaking out of a stream's iterator settles the call with the best estimate (no limits: no admission estimate)",

@@ -263,7 +263,10 @@ async function wrapStream({ doStream, params, model }: { doStream: () => Promise
     deadline?.clear();
     node.openCalls.delete(abandon);
     // not reported (left, aborted or cut): the best estimate, never zero
-    if (usage === null) usage = leftStreamUsage(adm, () => inputChars(started.params), outputChars);
+    if (usage === null) {
+      usage = leftStreamUsage(adm, () => inputChars(started.params), outputChars);
+      call.usageEstimated = true;
+    }
     finish(adm, call, chars, usage);
     call.toolCalls = toolCalls;
     if (error !== undefined) call.error = error;

@@ -138,6 +138,8 @@ export interface CallRecord {
   finishReasons?: string[];
   usage?: { input: number; output: number; cacheRead: number; cacheWrite: number; reasoning: number };
   costUsd: number | null;
+  /** Some of `usage` was estimated, not reported (a stream left, aborted or cut): marked on the span. */
+  usageEstimated?: boolean;
   toolCalls?: [string, unknown][];
   error?: unknown;
   /** The root run's name (the run_name of the call's metrics). */
@@ -201,6 +203,7 @@ export function endCall(call: CallRecord, span: Span | null): void {
       if (u.cacheWrite) attrs[cacheWriteAttr()] = u.cacheWrite;
       if (u.reasoning) attrs[sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = u.reasoning;
     }
+    if (call.usageEstimated) attrs[sc.USAGE_ESTIMATED] = true;
     if (call.costUsd !== null) attrs[sc.COST_USD] = pyRound(call.costUsd, 10);
     if (oi()) twinAttributes(attrs, call);
     if (call.toolCalls && call.toolCalls.length > 0) {
