@@ -193,3 +193,21 @@ def test_each_framework_adapter_is_a_declaration_and_no_instrument_function(name
     adapter = ADAPTERS[name]
     assert isinstance(adapter.SPEC, AdapterSpec) and adapter.SPEC.requires and adapter.SPEC.patches
     assert not hasattr(adapter, "instrument")
+
+
+def test_the_examples_in_the_adding_an_integration_page_are_the_real_declarations() -> None:
+    import re
+    from pathlib import Path
+
+    page = Path(__file__).parents[2] / "docs" / "adding-an-integration.md"
+    examples = []
+    for block in re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S):
+        scope: dict[str, Any] = {}
+        exec(block, scope)  # noqa: S102 - our own docs page
+        examples.append(scope["SPEC"])
+    claude, anthropic = examples
+    assert claude == ADAPTERS["claude_agent_sdk"].SPEC
+    real = ADAPTERS["anthropic"].SPEC  # its wrappers are made afresh per declaration: compare where they go
+    assert anthropic.requires == real.requires
+    assert [(p.module, p.attribute, p.subclasses) for p in anthropic.patches] == \
+        [(p.module, p.attribute, p.subclasses) for p in real.patches]
