@@ -12,6 +12,7 @@ another adapter.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.metadata
 import importlib.util
@@ -103,9 +104,8 @@ def _versions(requires: tuple[str, ...]) -> tuple[str, list[str]] | None:
     problems: list[str] = []
     for index, text in enumerate(requires):
         requirement = Requirement(text)
-        try:
-            found = importlib.metadata.version(requirement.name)
-        except importlib.metadata.PackageNotFoundError:
+        found = _version(requirement.name)
+        if found is None:
             if index == 0:
                 log.debug("otel-budget: %s is not installed; not patched", requirement.name)
                 return None
@@ -116,6 +116,15 @@ def _versions(requires: tuple[str, ...]) -> tuple[str, list[str]] | None:
             problems.append(f"{requirement.name} {found} is outside the versions supported "
                             f"({requirement.specifier}); what it has is patched all the same")
     return library, problems
+
+
+@functools.cache
+def _version(distribution: str) -> str | None:
+    """The installed version of `distribution`, else None; read once per process (each read scans `sys.path`)."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def _patch(point: PatchPoint, patches: Patches) -> bool:
