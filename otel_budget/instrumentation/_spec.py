@@ -89,7 +89,12 @@ def apply(spec: AdapterSpec, patches: Patches) -> bool:
         spec.setup(patches)
     missing: dict[str, list[str]] = {}
     for point in spec.patches:
-        if not _patch(point, patches) and not point.optional:
+        try:
+            patched = _patch(point, patches)
+        except Exception:  # noqa: BLE001 - a point that cannot take our patch is missing; the others go on
+            log.debug("otel-budget: could not patch %s", point, exc_info=True)
+            patched = False
+        if not patched and not point.optional:
             missing.setdefault(point.lost or spec.lost, []).append(str(point))
     problems += [f"it lacks {' and '.join(names)}, so {lost}" for lost, names in missing.items()]
     if problems:

@@ -188,6 +188,24 @@ def test_a_point_in_a_package_that_is_not_installed_is_skipped_quietly(caplog: p
     assert agents.run.AgentRunner.__dict__["run"] is original
 
 
+def test_a_point_that_refuses_the_patch_is_reported_and_the_next_one_is_patched(
+        caplog: pytest.LogCaptureFixture) -> None:
+    patches = Patches()
+    original = agents.run.AgentRunner.__dict__["run"]
+    spec = AdapterSpec(requires=("openai-agents",),
+                       patches=(PatchPoint("builtins", "int.bit_length", agents_adapter._runner_run),  # immutable
+                                PatchPoint("agents.run", "AgentRunner.run", agents_adapter._runner_run)))
+    try:
+        with caplog.at_level(logging.WARNING):
+            assert apply(spec, patches) is True
+        (warning,) = _cannot(caplog)
+        assert "it lacks builtins:int.bit_length, so some of it is not budgeted" in warning
+        assert agents.run.AgentRunner.__dict__["run"] is not original
+    finally:
+        patches.undo()
+    assert agents.run.AgentRunner.__dict__["run"] is original
+
+
 @pytest.mark.parametrize("name", FRAMEWORKS)
 def test_each_framework_adapter_is_a_declaration_and_no_instrument_function(name: str) -> None:
     adapter = ADAPTERS[name]
