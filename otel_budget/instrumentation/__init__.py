@@ -7,7 +7,6 @@ A library is patched when `instrument()` runs if it is already imported, else ri
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import logging
 import sys
 import threading
@@ -16,27 +15,27 @@ from collections.abc import Callable
 import wrapt
 
 from ._patch import Patches
+from ._spec import apply, installed
 
 log = logging.getLogger(__name__)
 
-#: Our module under this package -> the import that triggers it. Each module has `instrument(patches) -> bool`.
+#: Our adapter module under this package -> the import that triggers it. Each module declares `SPEC`, an
+#: `AdapterSpec` (what it patches, which versions, what is lost when it cannot: `_spec.py`); provider SDKs live
+#: under providers/, agent frameworks under frameworks/ (docs/adding-an-integration.md).
 TRIGGERS: dict[str, str] = {
     "threads": "threading",  # threads and thread pools started in a run carry it (see threads.py)
-    "openai": "openai",
-    "anthropic": "anthropic",
-    "litellm": "litellm",
-    "google_genai": "google.genai",
-    "openai_agents": "agents",
-    "langchain": "langchain_core",
-    "claude_agent_sdk": "claude_agent_sdk",
-    "pydantic_ai": "pydantic_ai",
+    "providers.openai": "openai",
+    "providers.anthropic": "anthropic",
+    "providers.litellm": "litellm",
+    "providers.google_genai": "google.genai",
+    "frameworks.openai_agents": "agents",
+    "frameworks.langchain": "langchain_core",
+    "frameworks.claude_agent_sdk": "claude_agent_sdk",
+    "frameworks.pydantic_ai": "pydantic_ai",
     "openllmetry": "opentelemetry.instrumentation.openai.v1",  # its Responses spans (see openllmetry.py)
 }
-MODULES: tuple[str, ...] = tuple(TRIGGERS)
-#: Where each module lives under this package: provider SDKs under providers/, agent frameworks under frameworks/.
-_PLACES = {"openai": "providers", "anthropic": "providers", "litellm": "providers", "google_genai": "providers",
-           "openai_agents": "frameworks", "langchain": "frameworks", "claude_agent_sdk": "frameworks",
-           "pydantic_ai": "frameworks"}
+#: The names `instrumented_libraries()` gives: each module's own name ("openai", "langchain").
+MODULES: tuple[str, ...] = tuple(module.rpartition(".")[2] for module in TRIGGERS)
 
 _lock = threading.RLock()
 _active: Patches | None = None
@@ -44,32 +43,21 @@ _done: list[str] = []
 _hooked: set[str] = set()
 
 
-def _installed(target: str) -> bool:
-    """Whether `target` may be imported, without importing the package it lives in (find_spec would)."""
-    parent = target.rpartition(".")[0]
-    if parent and parent not in sys.modules:
-        return _installed(parent)  # a hook on a submodule that turns out to be missing never fires
-    try:
-        return importlib.util.find_spec(target) is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def _patch_one(name: str) -> None:
+def _patch_one(module: str) -> None:
+    name = module.rpartition(".")[2]
     with _lock:
         if _active is None or name in _done:
             return
         try:
-            module = importlib.import_module(".".join(filter(None, (__name__, _PLACES.get(name), name))))
-            if module.instrument(_active):
+            if apply(importlib.import_module(f"{__name__}.{module}").SPEC, _active):
                 _done.append(name)
         except Exception:  # noqa: BLE001 - one broken integration must not stop the others
             log.warning("otel-budget: could not instrument %s", name, exc_info=True)
 
 
-def _hook(name: str) -> Callable[[object], None]:
+def _hook(module: str) -> Callable[[object], None]:
     def on_import(_module: object) -> None:
-        _patch_one(name)
+        _patch_one(module)
 
     return on_import
 
@@ -79,12 +67,12 @@ def instrument_all(patches: Patches) -> list[str]:
     global _active
     with _lock:
         _active = patches
-        for name, target in TRIGGERS.items():
+        for module, target in TRIGGERS.items():
             if target in sys.modules:
-                _patch_one(name)
-            elif name not in _hooked and _installed(target):
-                _hooked.add(name)
-                wrapt.register_post_import_hook(_hook(name), target)
+                _patch_one(module)
+            elif module not in _hooked and installed(target):
+                _hooked.add(module)
+                wrapt.register_post_import_hook(_hook(module), target)
         return list(_done)
 
 

@@ -71,6 +71,17 @@ class Patches:
         setattr(owner, name, value)
         self._undo.append((owner, name, original, value))
 
+    def swap(self, owner: Any, name: str, make: Callable[[Any], Any]) -> None:
+        """Set `owner.name = make(original)`, a plain function where a wrapt proxy would not do (`make` returns None
+        to leave it); once per `instrument()`, as `wrap`."""
+        original = owner.__dict__.get(name, _MISSING)
+        if original is _MISSING or getattr(original, "otel_budget_generation", None) is self._generation:
+            return
+        value = make(original)
+        if value is not None:
+            value.otel_budget_generation = self._generation
+            self.replace(owner, name, value)
+
     def undo(self) -> None:
         self._generation.live = False
         self._generation = _Generation()

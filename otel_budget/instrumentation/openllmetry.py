@@ -16,6 +16,7 @@ from typing import Any
 
 from ._patch import Patches
 from ._peers import is_wrapper, quiet
+from ._spec import AdapterSpec, PatchPoint
 
 log = logging.getLogger(__name__)
 
@@ -47,21 +48,29 @@ def _hush(patches: Patches) -> None:
                 patches.wrap(cls, name, wrapper)  # refuses to wrap a live patch of ours twice
 
 
-def instrument(patches: Patches) -> bool:
-    """Stay above OpenLLMetry's Responses wrappers now and after each of its `_instrument`; False without it."""
-    try:
-        from opentelemetry.instrumentation.openai.v1 import OpenAIV1Instrumentor
-    except ImportError:
-        return False
+#: The patches of the current `instrument()`, for `_after` to put our wrappers through.
+_current: list[Patches] = []
 
-    def after(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        result = wrapped(*args, **kwargs)
-        try:
-            _hush(patches)
-        except Exception:  # noqa: BLE001 - their instrumentation must not fail because of ours
-            log.warning("otel-budget: could not keep OpenLLMetry's Responses spans quiet", exc_info=True)
-        return result
 
-    patches.wrap(OpenAIV1Instrumentor, "_instrument", after)
+def _keep_above(patches: Patches) -> None:
+    """Stay above the Responses wrappers OpenLLMetry has already put."""
+    _current[:] = [patches]
     _hush(patches)
-    return True
+
+
+def _after(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Stay above the wrappers each of its later `_instrument` puts."""
+    result = wrapped(*args, **kwargs)
+    try:
+        if _current:
+            _hush(_current[0])
+    except Exception:  # noqa: BLE001 - their instrumentation must not fail because of ours
+        log.warning("otel-budget: could not keep OpenLLMetry's Responses spans quiet", exc_info=True)
+    return result
+
+
+SPEC = AdapterSpec(
+    requires=("opentelemetry-instrumentation-openai >= 0.62",),
+    patches=(PatchPoint("opentelemetry.instrumentation.openai.v1", "OpenAIV1Instrumentor._instrument", _after),),
+    setup=_keep_above,
+)

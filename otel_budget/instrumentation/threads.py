@@ -12,11 +12,10 @@ import contextvars
 import functools
 import logging
 import threading
-from concurrent.futures import thread as futures_thread
 from typing import Any
 
 from ..core.node import current_run
-from ._patch import Patches
+from ._spec import AdapterSpec, PatchPoint
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +66,6 @@ def _submit(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str
         _IN_SUBMIT.reset(token)
 
 
-def instrument(patches: Patches) -> bool:
-    """Patch `Thread.start` and `ThreadPoolExecutor.submit`; `uninstrument()` restores both by identity."""
-    started = patches.wrap(threading.Thread, "start", _start)
-    submitted = patches.wrap(futures_thread.ThreadPoolExecutor, "submit", _submit)
-    return started or submitted
+#: `Thread.start` and `ThreadPoolExecutor.submit`; `uninstrument()` restores both by identity.
+SPEC = AdapterSpec(requires=(), patches=(PatchPoint("threading", "Thread.start", _start),
+                                         PatchPoint("concurrent.futures.thread", "ThreadPoolExecutor.submit", _submit)))

@@ -34,7 +34,7 @@ from typing import Any
 
 from ...core.run import Run
 from ...core.wrapup import template_wrap_up
-from .._patch import Patches
+from .._spec import AdapterSpec, PatchPoint, points
 from ._claude_options import DEFAULT_MODEL, configure, has_session
 from ._claude_session import Agent, ClaudeCall, Session
 from ._framework import budget_from
@@ -158,18 +158,13 @@ async def _receive_messages(wrapped: Any, instance: Any, args: tuple[Any, ...], 
         yield message if session is None else _finish_message(message, session)
 
 
-def instrument(patches: Patches) -> bool:
-    """Patch the installed claude-agent-sdk; False when it is not installed."""
-    try:
-        from claude_agent_sdk import client as client_module
-        from claude_agent_sdk._internal import client as internal
-    except ImportError:
-        return False
-    patches.wrap(internal.InternalClient, "process_query", _process_query)
-    patches.wrap(client_module.ClaudeSDKClient, "connect", _connect)
-    patches.wrap(client_module.ClaudeSDKClient, "disconnect", _disconnect)
-    patches.wrap(client_module.ClaudeSDKClient, "receive_messages", _receive_messages)
-    return True
+SPEC = AdapterSpec(
+    requires=("claude-agent-sdk >= 0.1, < 1",),
+    patches=(PatchPoint("claude_agent_sdk._internal.client", "InternalClient.process_query", _process_query),
+             *points("claude_agent_sdk.client", {"ClaudeSDKClient.connect": _connect,
+                                                 "ClaudeSDKClient.disconnect": _disconnect,
+                                                 "ClaudeSDKClient.receive_messages": _receive_messages})),
+)
 
 
-__all__ = ["CLI_MAX_OUTPUT_TOKENS", "DEFAULT_MODEL", "Agent", "ClaudeCall", "Session", "instrument", "outcome"]
+__all__ = ["CLI_MAX_OUTPUT_TOKENS", "DEFAULT_MODEL", "Agent", "ClaudeCall", "Session", "outcome"]

@@ -24,13 +24,13 @@ from ...core.resume import resume
 from ...core.run import Run, current_run
 from ...model.budget import Budget, Usage
 from ...model.paused import PausedRun
-from .._patch import Patches
+from .._spec import AdapterSpec, PatchPoint, points
 from ._framework import budget_from
 from .langchain_models import (
+    AGENT_POINTS,
     agenerate,
     generate,
     graph_runs,
-    patch_agents,
     stop_message,
 )
 from .langchain_pauses import (
@@ -197,10 +197,12 @@ async def _run_astream(call: _GraphCall, make: Callable[[], AsyncIterator[Any]])
         raise to_raise
 
 
-def _loop_exit(original: Callable[..., Any]) -> Callable[..., Any]:
+def _loop_exit(original: Callable[..., Any]) -> Callable[..., Any] | None:
     """LangGraph's loop ends (`_suppress_interrupt`): a top graph stopped at an interrupt pauses its run. A plain
     function, not a wrapt proxy: the loop pushes it on an ExitStack, which would take a proxy for a context
-    manager."""
+    manager. None (left as it is) when `original` is not LangGraph's own function but someone's wrapper."""
+    if getattr(original, "__name__", "") != "_suppress_interrupt" or hasattr(original, "__wrapped__"):
+        return None
 
     def _suppress_interrupt(self: Any, exc_type: Any, exc_value: Any, traceback: Any) -> Any:
         result = original(self, exc_type, exc_value, traceback)
@@ -222,35 +224,18 @@ def _on_loop_exit(loop: Any, exc: BaseException | None) -> None:
 
 
 
-def instrument(patches: Patches) -> bool:
-    """Patch the installed LangChain core (chat models, tools) and LangGraph (graph runs)."""
-    try:
-        from langchain_core.language_models.chat_models import BaseChatModel
-        from langchain_core.tools import BaseTool
-    except ImportError:
-        return False
-    patches.wrap(BaseChatModel, "_generate_with_cache", generate)
-    patches.wrap(BaseChatModel, "_agenerate_with_cache", agenerate)
-    patches.wrap(BaseTool, "run", tool_run)
-    patches.wrap(BaseTool, "arun", tool_arun)
-    try:
-        from langgraph.pregel import Pregel
-    except ImportError:
-        return True
-    patch_agents(patches)
-    patches.wrap(Pregel, "stream", _stream)
-    patches.wrap(Pregel, "astream", _astream)
-    try:
-        from langgraph.pregel import _loop
-    except ImportError:
-        _loop = None  # type: ignore[assignment]
-    original = vars(getattr(_loop, "PregelLoop", object)).get("_suppress_interrupt")
-    if original is None:
-        log.warning("otel-budget: this langgraph version lacks a patch point; an interrupt() ends a run as done")
-    elif getattr(original, "__name__", "") == "_suppress_interrupt" and not hasattr(original, "__wrapped__"):
-        patches.replace(_loop.PregelLoop, "_suppress_interrupt", _loop_exit(original))
-    return True
-
+SPEC = AdapterSpec(
+    requires=("langchain-core >= 0.3, < 2", "langgraph >= 0.3, < 2"),  # LangGraph's points: only where installed
+    patches=(
+        *points("langchain_core.language_models.chat_models", {"BaseChatModel._generate_with_cache": generate,
+                                                               "BaseChatModel._agenerate_with_cache": agenerate}),
+        *points("langchain_core.tools", {"BaseTool.run": tool_run, "BaseTool.arun": tool_arun}),
+        *AGENT_POINTS,
+        *points("langgraph.pregel", {"Pregel.stream": _stream, "Pregel.astream": _astream}),
+        PatchPoint("langgraph.pregel._loop", "PregelLoop._suppress_interrupt", _loop_exit, replace=True,
+                   lost="an interrupt() ends a run as done"),
+    ),
+)
 
 
 __all__ = ["forget_thread", "interrupt_at_limit", "paused_run", "stop_message"]

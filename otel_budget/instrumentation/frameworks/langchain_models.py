@@ -17,7 +17,6 @@ ends the run at its limit.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import weakref
 from typing import Any
@@ -25,7 +24,7 @@ from typing import Any
 from ...core.run import RunNode, current_run
 from ...model.budget import StopReason
 from ...model.outcome import BudgetExceeded
-from .._patch import Patches
+from .._spec import PatchPoint, points
 from ._framework import cut_stop, own_stop, stop_text
 from .langchain_pauses import interrupt_at_limit
 
@@ -166,22 +165,14 @@ def _provider_parse(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: 
     return wrapped(*args, **kwargs)
 
 
-def patch_agents(patches: Patches) -> None:
-    """Patch LangChain v1 agents (`create_agent`), when installed: its limit middleware and structured output."""
-    with contextlib.suppress(ImportError):
-        from langchain.agents.structured_output import ProviderStrategyBinding
-
-        patches.wrap(ProviderStrategyBinding, "parse", _provider_parse)
-    try:
-        from langchain.agents.middleware import ModelCallLimitMiddleware, ToolCallLimitMiddleware
-    except ImportError:
-        return
-    for cls, hook in ((ModelCallLimitMiddleware, "before_model"), (ToolCallLimitMiddleware, "after_model")):
-        if hook in vars(cls):
-            patches.wrap(cls, hook, _limit_hook)
-        if f"a{hook}" in vars(cls):
-            patches.wrap(cls, f"a{hook}", _alimit_hook)
-
+#: LangChain v1 agents (`create_agent`), where installed: its limit middleware and structured output.
+AGENT_POINTS = (
+    PatchPoint("langchain.agents.structured_output", "ProviderStrategyBinding.parse", _provider_parse, optional=True),
+    *points("langchain.agents.middleware", {
+        "ModelCallLimitMiddleware.before_model": _limit_hook, "ModelCallLimitMiddleware.abefore_model": _alimit_hook,
+        "ToolCallLimitMiddleware.after_model": _limit_hook, "ToolCallLimitMiddleware.aafter_model": _alimit_hook,
+    }, optional=True),
+)
 
 
 __all__ = ["stop_message"]

@@ -35,25 +35,22 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from ...core.run import Run, RunNode
 from ...model.budget import Budget, StopReason
 from ...model.outcome import RunOutcome
-from .._patch import Patches
+from .._spec import AdapterSpec, points
 from ._framework import attach, budget_from, open_run, outcome_of, run_name
-from .openai_agents_models import answers, patch_models
+from .openai_agents_models import MODEL_POINTS, answers
 from .openai_agents_state import (
+    STATE_POINTS,
     enter_run,
     load_state,
-    patch_state,
     pause_on_interruptions,
     remember_pause,
     resumption,
 )
-
-log = logging.getLogger(__name__)
 
 
 def outcome(result: Any) -> RunOutcome | None:
@@ -163,20 +160,11 @@ def _open_run(agent: Any, context: Any, run_state: Any, hooks: Any = None) -> tu
     return open_run(run_name(agent), budget, paused, approved), items
 
 
-def instrument(patches: Patches) -> bool:
-    """Patch the installed OpenAI Agents SDK; False when it is not installed."""
-    try:
-        import agents.run as agents_run
-        from agents.run_internal import run_loop, tool_execution
-    except ImportError:
-        return False
-    ok = patches.wrap(agents_run.AgentRunner, "run", _runner_run)
-    ok = patches.wrap(agents_run, "start_streaming", _start_streaming) and ok
-    ok = patch_models(patches, run_loop, tool_execution) and ok
-    ok = patch_state(patches, tool_execution) and ok
-    if not ok:
-        log.warning("otel-budget: this openai-agents version lacks a patch point; some of it is not budgeted")
-    return True
+SPEC = AdapterSpec(
+    requires=("openai-agents >= 0.2, < 1",),
+    patches=(*points("agents.run", {"AgentRunner.run": _runner_run, "start_streaming": _start_streaming}),
+             *MODEL_POINTS, *STATE_POINTS),
+)
 
 
 __all__ = ["load_state", "outcome"]

@@ -14,7 +14,7 @@ from ...core.run import RunNode, current_run
 from ...core.tools import begin_tool
 from ...model.outcome import BudgetExceeded
 from ...telemetry import semconv as sc
-from .._patch import Patches
+from .._spec import PatchPoint, points
 from ._framework import Answers, cut_stop, limit_pause, own_stop, refused_here, run_tool
 from .openai_agents_state import LIMIT_CALL_PREFIX, LIMIT_TOOL, field_of, pauses_at_limits
 
@@ -222,25 +222,15 @@ async def _invoke_tool(wrapped: Any, instance: Any, args: tuple[Any, ...], kwarg
     return await run_tool(state, lambda: wrapped(*args, **kwargs), lambda result: getattr(result, "output", result))
 
 
-def patch_models(patches: Patches, run_loop: Any, tool_execution: Any) -> bool:
-    """Patch the SDK's model calls and function tools; False when a patch point is missing."""
-    ok = patches.wrap(run_loop, "get_response_with_retry", _get_response)
-    ok = patches.wrap(run_loop, "stream_response_with_retry", _stream_response) and ok
-    ok = patches.wrap(tool_execution, "_invoke_function_tool_with_metadata", _invoke_tool) and ok
-    return _patch_models(patches) and ok
-
-
-def _patch_models(patches: Patches) -> bool:
-    """The OpenAI models: a call the budget refuses ends the turn before the SDK attempts it (no error span)."""
-    ok = True
-    for module_name, class_name in (("agents.models.openai_responses", "OpenAIResponsesModel"),
-                                    ("agents.models.openai_chatcompletions", "OpenAIChatCompletionsModel")):
-        try:
-            module = __import__(module_name, fromlist=[class_name])
-        except ImportError:
-            ok = False
-            continue
-        cls = getattr(module, class_name, None)
-        ok = cls is not None and patches.wrap(cls, "get_response", _model_get_response) and ok
-        ok = cls is not None and patches.wrap(cls, "stream_response", _model_stream_response) and ok
-    return ok
+#: The SDK's model calls and function tools; its OpenAI models: a call the budget refuses ends the turn before the
+#: SDK attempts it (no error span).
+MODEL_POINTS = (
+    *points("agents.run_internal.run_loop", {"get_response_with_retry": _get_response,
+                                             "stream_response_with_retry": _stream_response}),
+    PatchPoint("agents.run_internal.tool_execution", "_invoke_function_tool_with_metadata", _invoke_tool),
+    *points("agents.models.openai_responses", {"OpenAIResponsesModel.get_response": _model_get_response,
+                                               "OpenAIResponsesModel.stream_response": _model_stream_response}),
+    *points("agents.models.openai_chatcompletions", {
+        "OpenAIChatCompletionsModel.get_response": _model_get_response,
+        "OpenAIChatCompletionsModel.stream_response": _model_stream_response}),
+)

@@ -15,7 +15,7 @@ from ...core.run import Run, RunNode, current_run
 from ...model.budget import Budget
 from ...model.paused import PausedRun, PendingCall
 from ...model.signatures import canonical_arguments
-from .._patch import Patches
+from .._spec import PatchPoint, points
 from ._framework import BUDGET_KEY
 
 log = logging.getLogger(__name__)
@@ -289,26 +289,11 @@ async def _get_all_tools(wrapped: Any, instance: Any, args: tuple[Any, ...], kwa
     return tools
 
 
-def patch_state(patches: Patches, tool_execution: Any) -> bool:
-    """Patch the SDK's approval check, agents' tools (LIMIT_TOOL) and `RunState` JSON; False when a patch point is
-    missing."""
-    ok = patches.wrap(tool_execution, "function_needs_approval", _function_needs_approval)
-    try:
-        from agents.run_internal import turn_resolution
-    except ImportError:
-        turn_resolution = None  # type: ignore[assignment]
-    if turn_resolution is not None and "function_needs_approval" in vars(turn_resolution):
-        ok = patches.wrap(turn_resolution, "function_needs_approval", _function_needs_approval) and ok
-    try:
-        from agents.agent import AgentBase
-    except ImportError:
-        AgentBase = None  # type: ignore[assignment,misc]  # noqa: N806
-    ok = AgentBase is not None and patches.wrap(AgentBase, "get_all_tools", _get_all_tools) and ok
-    try:
-        from agents.run_state import RunState
-    except ImportError:
-        RunState = None  # type: ignore[assignment,misc]  # noqa: N806
-    if RunState is not None:
-        ok = patches.wrap(RunState, "to_json", _state_to_json) and ok
-        ok = patches.wrap(RunState, "from_json", _state_from_json) and ok
-    return ok
+#: The SDK's approval check (where `turn_resolution` imported it too), agents' tools (LIMIT_TOOL), `RunState` JSON.
+STATE_POINTS = (
+    PatchPoint("agents.run_internal.tool_execution", "function_needs_approval", _function_needs_approval),
+    PatchPoint("agents.run_internal.turn_resolution", "function_needs_approval", _function_needs_approval,
+               optional=True),
+    PatchPoint("agents.agent", "AgentBase.get_all_tools", _get_all_tools),
+    *points("agents.run_state", {"RunState.to_json": _state_to_json, "RunState.from_json": _state_from_json}),
+)

@@ -49,7 +49,7 @@ from ...core.run import Run, RunNode, current_run
 from ...core.tools import begin_tool, end_tool
 from ...model.budget import Budget, StopReason
 from ...model.outcome import BudgetExceeded, RunOutcome
-from .._patch import Patches
+from .._spec import AdapterSpec, PatchPoint
 from ._framework import Answers, attach, budget_from, cut_stop, outcome_of, refused_here, run_name
 
 log = logging.getLogger(__name__)
@@ -195,22 +195,13 @@ def _instrumented_by_pydantic_ai(ctx: Any) -> bool:
     return any(isinstance(c, Instrumentation) for c in values)
 
 
-def instrument(patches: Patches) -> bool:
-    """Patch the installed pydantic-ai (agent runs, and its instrumentation's model-request span)."""
-    try:
-        from pydantic_ai import Agent
-    except ImportError:
-        return False
-    ok = patches.wrap(Agent, "iter", _iter)
-    try:
-        from pydantic_ai.capabilities.instrumentation import Instrumentation
-    except ImportError:
-        Instrumentation = None  # type: ignore[assignment,misc]
-    if Instrumentation is not None:
-        ok = patches.wrap(Instrumentation, "wrap_model_request", _model_request) and ok
-    if not ok:
-        log.warning("otel-budget: this pydantic-ai version lacks a patch point; some of it is not budgeted")
-    return True
+#: Agent runs, and its instrumentation's model-request span.
+SPEC = AdapterSpec(
+    requires=("pydantic-ai-slim >= 1.0, < 3",),
+    patches=(PatchPoint("pydantic_ai", "Agent.iter", _iter),
+             PatchPoint("pydantic_ai.capabilities.instrumentation", "Instrumentation.wrap_model_request",
+                        _model_request)),
+)
 
 
 __all__ = ["outcome"]
@@ -361,3 +352,4 @@ class _WrapUpStream(StreamedResponse):
     @property
     def timestamp(self) -> datetime:
         return self._timestamp
+

@@ -16,8 +16,8 @@ from pydantic import BaseModel
 from ...core import calls, config
 from ...core.in_flight import RoomPending, may_await_room
 from ...telemetry.peers import mark_refused
-from .._patch import Patches
 from .._peers import is_wrapper, quiet
+from .._spec import PatchPoint
 from . import _params, _stream_usage
 from ._raw import RawResponse, is_raw
 from ._stream import Accumulator, AsyncStream, RawStreamResponse, SyncStream
@@ -277,22 +277,14 @@ def retry_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: di
     return delay
 
 
-def wrap_retries(patches: Patches, base_client: type) -> None:
-    """Bound the SDK's own retries by the run's deadline (see `retry_wrapper`)."""
-    patches.wrap(base_client, "_calculate_retry_timeout", retry_wrapper)
+def client_points(base_client: str, adapter: Adapter) -> tuple[PatchPoint, ...]:
+    """The patch points of an SDK built like openai's and anthropic's (`base_client`: its `_base_client` module).
 
-
-def wrap_request(patches: Patches, base: type, wrapper: Any) -> None:
-    """Wrap `base.request` and every subclass's own `request`.
-
-    Another instrumentor (OpenInference) may already have put a wrapper on a subclass such as `OpenAI`, which
-    calls the original base method directly; wrapping it too keeps the budget enforced whatever the order.
-    A call passing two of our wrappers is counted once (the inner one passes nested calls through).
-    """
-    patches.wrap(base, "request", wrapper)
-    pending: list[type] = list(base.__subclasses__())
-    while pending:
-        cls = pending.pop()
-        pending.extend(cls.__subclasses__())
-        if "request" in cls.__dict__:
-            patches.wrap(cls, "request", wrapper)
+    `SyncAPIClient.request` / `AsyncAPIClient.request`, and every subclass's own `request`: another instrumentor
+    (OpenInference) may already have put a wrapper on a subclass such as `OpenAI`, which calls the original base
+    method directly; wrapping it too keeps the budget enforced whatever the order. A call passing two of our
+    wrappers is counted once (the inner one passes nested calls through). And `BaseClient._calculate_retry_timeout`:
+    the SDK's own retries, bounded by the run's deadline (see `retry_wrapper`)."""
+    return (PatchPoint(base_client, "SyncAPIClient.request", sync_wrapper(adapter), subclasses=True),
+            PatchPoint(base_client, "AsyncAPIClient.request", async_wrapper(adapter), subclasses=True),
+            PatchPoint(base_client, "BaseClient._calculate_retry_timeout", retry_wrapper))

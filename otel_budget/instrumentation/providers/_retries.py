@@ -15,7 +15,7 @@ from typing import Any
 
 from ...core import calls
 from ...core.calls import Guard
-from .._patch import Patches
+from .._spec import PatchPoint
 
 log = logging.getLogger(__name__)
 
@@ -96,12 +96,7 @@ async def _acall(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dic
     return await func(copy, *args, **kwargs)
 
 
-def wrap_tenacity(patches: Patches) -> None:
-    """Bound tenacity's retry loops run inside our calls by the run's deadline (once per `instrument()`)."""
-    try:
-        import tenacity
-        from tenacity.asyncio import AsyncRetrying
-    except ImportError:
-        return
-    patches.wrap(tenacity.Retrying, "__call__", _call)
-    patches.wrap(AsyncRetrying, "__call__", _acall)
+#: tenacity's retry loops run inside our calls, bounded by the run's deadline (present only where a library brings
+#: tenacity).
+TENACITY = (PatchPoint("tenacity", "Retrying.__call__", _call, optional=True),
+            PatchPoint("tenacity.asyncio", "AsyncRetrying.__call__", _acall, optional=True))

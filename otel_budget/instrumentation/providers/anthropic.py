@@ -14,7 +14,7 @@ from ...core.calls import Guard
 from ...model.call import ModelCall, TokenUsage
 from ...telemetry import messages as msg
 from ...telemetry import semconv as sc
-from .._patch import Patches
+from .._spec import AdapterSpec
 from . import _params, _request
 from .openai import _get, _length
 
@@ -214,14 +214,7 @@ async def _await_text(made: Any) -> str:
     return "".join(_get(b, "text", "") or "" for b in result.content)
 
 
-def instrument(patches: Patches) -> bool:
-    """Patch the installed anthropic SDK; False when it is not installed."""
-    try:
-        from anthropic import _base_client
-    except ImportError:
-        return False
-    adapter = AnthropicAdapter()
-    _request.wrap_request(patches, _base_client.SyncAPIClient, _request.sync_wrapper(adapter))
-    _request.wrap_request(patches, _base_client.AsyncAPIClient, _request.async_wrapper(adapter))
-    _request.wrap_retries(patches, _base_client.BaseClient)
-    return True
+SPEC = AdapterSpec(
+    requires=("anthropic >= 0.50, < 3",),
+    patches=_request.client_points("anthropic._base_client", AnthropicAdapter()),
+)

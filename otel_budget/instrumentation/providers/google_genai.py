@@ -26,10 +26,10 @@ from ...model.call import ModelCall, TokenUsage
 from ...model.outcome import BudgetExceeded
 from ...telemetry import messages as msg
 from ...telemetry import semconv as sc
-from .._patch import Patches
+from .._spec import AdapterSpec, PatchPoint, points
 from . import _params
 from ._request import admit_async
-from ._retries import wrap_tenacity
+from ._retries import TENACITY
 from ._stream import AsyncStream, SyncStream
 
 log = logging.getLogger(__name__)
@@ -334,23 +334,17 @@ async def _call_mcp_tool(wrapped: Any, instance: Any, args: tuple[Any, ...], kwa
     return result
 
 
-def instrument(patches: Patches) -> bool:
-    """Patch the installed google-genai SDK; False when it is not installed."""
-    try:
-        from google.genai import _api_client, _extra_utils
-    except ImportError:
-        return False
-    client = _api_client.BaseApiClient
-    patches.wrap(client, "request", _request)
-    patches.wrap(client, "request_streamed", _request_streamed)
-    patches.wrap(client, "async_request", _async_request)
-    patches.wrap(client, "async_request_streamed", _async_request_streamed)
-    patches.wrap(_extra_utils, "invoke_function_from_dict_args", _invoke)
-    patches.wrap(_extra_utils, "invoke_function_from_dict_args_async", _invoke_async)
-    wrap_tenacity(patches)  # HttpRetryOptions: the SDK's retry loop, bounded by the run's deadline
-    try:
-        from google.genai import _adapters
-    except ImportError:  # an SDK without MCP support
-        return True
-    patches.wrap(_adapters.McpToGenAiToolAdapter, "call_tool", _call_mcp_tool)
-    return True
+SPEC = AdapterSpec(
+    requires=("google-genai >= 1.0, < 4",),
+    patches=(
+        *points("google.genai._api_client", {
+            "BaseApiClient.request": _request, "BaseApiClient.request_streamed": _request_streamed,
+            "BaseApiClient.async_request": _async_request,
+            "BaseApiClient.async_request_streamed": _async_request_streamed}),
+        *points("google.genai._extra_utils", {"invoke_function_from_dict_args": _invoke,
+                                              "invoke_function_from_dict_args_async": _invoke_async}),
+        *TENACITY,  # HttpRetryOptions: the SDK's retry loop, bounded by the run's deadline
+        PatchPoint("google.genai._adapters", "McpToGenAiToolAdapter.call_tool", _call_mcp_tool,
+                   optional=True),  # an SDK without MCP support lacks it
+    ),
+)

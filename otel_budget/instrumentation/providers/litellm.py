@@ -15,23 +15,19 @@ retry is made only if it can start before the deadline, with the time left then 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
-import sys
 from collections.abc import Mapping
 from typing import Any
 
-import wrapt
-
-from ...core import calls, config
+from ...core import calls
 from ...core.calls import Guard
 from ...model.call import ModelCall, TokenUsage
 from ...telemetry import semconv as sc
-from .._patch import Patches
+from .._spec import AdapterSpec, points
 from . import _params, _stream_usage
 from ._request import admit_async
-from ._retries import wrap_tenacity
+from ._retries import TENACITY
 from ._stream import AsyncStream, SyncStream
 from .openai import ChatStream, _get, chat_content, chat_usage, read_chat
 
@@ -227,42 +223,11 @@ async def _async_run(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs:
     return _after(guard, result, True)
 
 
-_DISPATCH_MODULE = "litellm.rust_bridge.dispatch"
-_state: dict[str, Any] = {"patches": None, "hooked": False}
-
-
-def _patch(patches: Patches) -> None:
-    module = sys.modules[_DISPATCH_MODULE]
-    patches.wrap(module.PublicDispatch, "run", _sync_run)
-    patches.wrap(module.PublicDispatch, "arun", _async_run)
-    wrap_tenacity(patches)  # `num_retries`: LiteLLM's own retry loop (the openai SDK's under it is bounded too)
-
-
-def _on_import(module: Any) -> None:
-    patches = _state["patches"]
-    if patches is not None and config.get().instrumented:
-        try:
-            _patch(patches)
-        except Exception:  # noqa: BLE001
-            log.warning("otel-budget: could not instrument LiteLLM", exc_info=True)
-
-
-def instrument(patches: Patches) -> bool:
-    """Patch LiteLLM now if it is imported, else as soon as it is (importing it is slow); False if absent."""
-    if _DISPATCH_MODULE in sys.modules:
-        _patch(patches)
-        return True
-    if "litellm" in sys.modules and importlib.util.find_spec(_DISPATCH_MODULE) is None:
-        log.info("otel-budget: this LiteLLM has no %s (LiteLLM before its Rust dispatch); not patched",
-                 _DISPATCH_MODULE)
-        return False
-    try:
-        if importlib.util.find_spec("litellm") is None:
-            return False
-    except (ImportError, ValueError):
-        return False
-    _state["patches"] = patches
-    if not _state["hooked"]:
-        _state["hooked"] = True
-        wrapt.register_post_import_hook(_on_import, _DISPATCH_MODULE)
-    return True
+#: `PublicDispatch` (LiteLLM imports it with `litellm`; one before its Rust dispatch lacks it), and tenacity:
+#: `num_retries` is LiteLLM's own retry loop (the openai SDK's under it is bounded too).
+SPEC = AdapterSpec(
+    requires=("litellm >= 1.60, < 2",),
+    patches=(*points("litellm.rust_bridge.dispatch", {"PublicDispatch.run": _sync_run,
+                                                      "PublicDispatch.arun": _async_run}),
+             *TENACITY),
+)

@@ -15,6 +15,7 @@ from ...model.call import ModelCall, TokenUsage
 from ...telemetry import messages as msg
 from ...telemetry import semconv as sc
 from .._patch import Patches
+from .._spec import AdapterSpec
 from . import _params, _request, _stream_usage
 
 _CHAT = "/chat/completions"
@@ -273,7 +274,7 @@ def _unset_usage(chunk: Any) -> None:
 
 
 #: The openai SDK's `ChatCompletionChunk`, `ChatCompletion` and `CompletionUsage` classes once `instrument()`
-#: imported the SDK (they are read by attribute); a list, so that this module never imports the SDK itself.
+#: found the SDK imported (`_look_up_types`) (they are read by attribute); a list, so that this module never imports the SDK itself.
 _TYPED: list[type | None] = [None, None, None]
 
 
@@ -411,18 +412,15 @@ async def _await_text(made: Any) -> str:
     return str(result.choices[0].message.content or "")
 
 
-def instrument(patches: Patches) -> bool:
-    """Patch the installed openai SDK; False when it is not installed."""
-    try:
-        from openai import _base_client
-    except ImportError:
-        return False
+def _look_up_types(patches: Patches) -> None:
     from openai.types import CompletionUsage
     from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
     _TYPED[:] = [ChatCompletionChunk, ChatCompletion, CompletionUsage]
-    adapter = OpenAIAdapter()
-    _request.wrap_request(patches, _base_client.SyncAPIClient, _request.sync_wrapper(adapter))
-    _request.wrap_request(patches, _base_client.AsyncAPIClient, _request.async_wrapper(adapter))
-    _request.wrap_retries(patches, _base_client.BaseClient)
-    return True
+
+
+SPEC = AdapterSpec(
+    requires=("openai >= 1.60, < 4",),
+    patches=_request.client_points("openai._base_client", OpenAIAdapter()),
+    setup=_look_up_types,
+)
