@@ -50,7 +50,7 @@ api-docs: $(STAMP)
 # The docs site (MkDocs Material + mkdocstrings, mkdocs.yml) into build/site; --strict fails on a broken link,
 # anchor or reference, and on a page left out of the nav. Takes seconds.
 docs: $(STAMP)
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 test: $(STAMP) services lint typecheck api-docs docs js-test
 	$(BIN)/pytest -q -p no:cacheprovider
