@@ -74,8 +74,9 @@ def main(argv: list[str]) -> int:
     out = done.stdout
     offset = PREAMBLE.count("\n")
     for tmp_path, block in paths.items():  # errors point at the Markdown file and its line
-        out = re.sub(re.escape(tmp_path) + r":(\d+)",
-                     lambda m, b=block: f"{b.path.as_posix()}:{b.line + int(m[1]) - offset}", out)
+        def where(match: re.Match[str], block: Snippet = block) -> str:
+            return f"{block.path.as_posix()}:{block.line + int(match[1]) - offset}"
+        out = re.sub(re.escape(tmp_path) + r":(\d+)", where, out)
     if done.returncode:
         sys.stdout.write(out)
         print(f"{len(blocks)} snippets in {len(files)} files: mypy --strict found errors")
