@@ -73,7 +73,7 @@ def record() -> list[ReadableSpan]:
 
 def _attrs(span: ReadableSpan, keys: list[str]) -> str:
     values = span.attributes or {}
-    shown = [f"{key.rsplit('.', 1)[-1] if key.startswith('gen_ai.usage') else key}={values[key]}"
+    shown = [f"{key.rsplit('.', 1)[-1] if key.startswith('gen_ai.usage') else key}={values[key]!s}"
              for key in keys if key in values]
     return html.escape("  ".join(shown))
 

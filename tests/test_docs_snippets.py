@@ -9,6 +9,7 @@ includes an example (`--8<-- "examples/x.py"`) is run by test_examples.py.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -42,6 +43,14 @@ def test_the_docs_have_blocks_that_run_and_every_other_block_says_why() -> None:
 def test_the_readme_quick_start_runs() -> None:
     readme = [s for s in RUN if s.path.name == "README.md"]
     assert readme and "otel_budget.run(" in readme[0].code
+
+
+def test_every_relative_link_of_the_readme_resolves() -> None:
+    """The README is read on the repository's page, outside the site `mkdocs build --strict` checks."""
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", (ROOT / "README.md").read_text(encoding="utf-8"))
+    local = [target for target in targets if "://" not in target]
+    assert len(local) >= 10, local
+    assert not [target for target in local if not (ROOT / target).is_file()]
 
 
 @pytest.fixture(scope="module")
