@@ -8,6 +8,7 @@ includes an example (`--8<-- "examples/x.py"`) is run by test_examples.py.
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -27,6 +28,19 @@ ALL = [s for f in FILES for s in snippets(f)]
 RUN = [s for s in ALL if s.not_run is None and s.include is None]
 
 
+MODEL_CALLS = {"create", "completion", "generate_content", "run_sync", "invoke"}
+
+
+def _calls_the_model(code: str) -> bool:
+    """A model call made when the block runs (not inside a def) to the shared ScriptedLLM (not one of its own)."""
+    tree = ast.parse(code)
+    if "ScriptedLLM(" in code:
+        return False
+    running = [node for node in tree.body if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    return any(isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr in MODEL_CALLS
+               for node in running for call in ast.walk(node))
+
+
 def _id(snippet: Snippet) -> str:
     return f"{snippet.path.relative_to(ROOT).as_posix()}:{snippet.line}"
 
@@ -40,9 +54,10 @@ def test_the_docs_have_blocks_that_run_and_every_other_block_says_why() -> None:
             assert (ROOT / snippet.include).is_file(), f"{_id(snippet)}: no file {snippet.include}"
 
 
-def test_the_readme_quick_start_runs() -> None:
+def test_the_readme_quick_start_runs_and_calls_the_model() -> None:
     readme = [s for s in RUN if s.path.name == "README.md"]
-    assert readme and "otel_budget.run(" in readme[0].code
+    assert readme and "otel_budget.run(" in readme[0].code and _calls_the_model(readme[0].code)
+    assert sum(_calls_the_model(s.code) for s in RUN) >= 8, "the blocks that call the model at run time"
 
 
 def test_every_relative_link_of_the_readme_resolves() -> None:
@@ -74,3 +89,5 @@ def test_snippet_runs(snippet: Snippet, llm: ScriptedLLM, tmp_path: Path) -> Non
     done = subprocess.run([sys.executable, "snippet.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, f"{_id(snippet)} failed:\n{done.stderr[-3000:]}"
+    if _calls_the_model(snippet.code):  # the SDK's own variables led it to the scripted model, and it was asked
+        assert llm.requests, f"{_id(snippet)} made no request to the scripted model"
