@@ -5,9 +5,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
 BENCH_STAMP := $(VENV)/.installed-bench
-EXTRAS ?= test
+EXTRAS ?= test,docs
 
-.PHONY: demo test lint typecheck api-docs bench services clean peer-tests js-test
+.PHONY: demo test lint typecheck api-docs docs bench services clean peer-tests js-test
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -41,13 +41,18 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy otel_budget
 	$(BIN)/mypy --strict --follow-imports=silent tests/typing examples
-	$(BIN)/python scripts/check_readme_types.py README.md
+	$(BIN)/python scripts/check_readme_types.py  # every Python block of README.md and docs/
 
 # The API reference of every public name, from the docstrings (pdoc); built by `make test` so it never breaks.
 api-docs: $(STAMP)
 	$(BIN)/pdoc -o build/api otel_budget otel_budget.testing otel_budget.analysis
 
-test: $(STAMP) services lint typecheck api-docs js-test
+# The docs site (MkDocs Material + mkdocstrings, mkdocs.yml) into build/site; --strict fails on a broken link,
+# anchor or reference, and on a page left out of the nav. Takes seconds.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+test: $(STAMP) services lint typecheck api-docs docs js-test
 	$(BIN)/pytest -q -p no:cacheprovider
 
 # The TypeScript package (js/): built with tsc, tested with node --test against the Python ScriptedLLM, on ai@6

@@ -6,6 +6,8 @@
         while run.allows():
             ...  # instrumented model calls are checked before they are sent, spanned and charged
     print(run.outcome.stop_reason, run.outcome.wrap_up)
+
+The guides, one page per provider and framework, are the docs site (`docs/`, `make docs`).
 """
 
 from __future__ import annotations
