@@ -13,3 +13,9 @@ export { LedgerUnavailable, RedisLedger, type RedisClient, type RedisLedgerOptio
 } from "./fleet/redis.js";
 export { budgeted, budgetMiddleware } from "./ai/middleware.js";
 export { budgetedTools } from "./ai/tools.js";
+export { ApprovalPolicy, type ApprovalPolicyOptions, type ApprovalPredicate } from "./model/policy.js";
+export { PausedRun, type PendingCall, type ToolRecord } from "./model/paused.js";
+export { InvalidRunState } from "./model/trust.js";
+export { resume, type ResumeOptions, type ResumedRun } from "./core/resume.js";
+export { attachRun, exportRun, treeUsage, type AttachOptions } from "./fleet/propagation.js";
+export { TOKEN_PREFIX, decodeToken as decodeRunToken, type TokenPayload, type TokenScope } from "./fleet/tokens.js";

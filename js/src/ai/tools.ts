@@ -6,7 +6,8 @@
  */
 import { currentNode } from "../core/run.js";
 import type { Amounts } from "../core/ledger.js";
-import { admitTool, noteToolResult, settleTool } from "../core/watch.js";
+import type { RunNode } from "../core/node.js";
+import { admitTool, admitToolShared, noteToolResult, settleTool } from "../core/watch.js";
 import { BudgetExceeded } from "../model/outcome.js";
 import { endTool, spanContext, startTool } from "../telemetry/recorder.js";
 
@@ -21,9 +22,17 @@ function gate(name: string, execute: Execute): Execute {
     try {
       reserved = admitTool(node, name, input);
     } catch (exc) {
-      if (exc instanceof BudgetExceeded) return Promise.resolve(`Not run (otel-budget, ${exc.reason}): ${exc.message}`);
+      if (exc instanceof BudgetExceeded) return Promise.resolve(refusedText(exc));
       throw exc;
     }
+    if (node.scopes.length > 0 && Object.keys(reserved).length > 0) {
+      // a fleet-wide maxToolCalls: the shared ledger answers asynchronously, so the tool runs after it said yes
+      return admitToolShared(node, name, reserved).then(() => run.call(this, node, input, options, reserved),
+        (exc: unknown) => (exc instanceof BudgetExceeded ? refusedText(exc) : Promise.reject(exc)));
+    }
+    return run.call(this, node, input, options, reserved);
+  };
+  function run(this: unknown, node: RunNode, input: any, options: any, reserved: Amounts): any {
     const callId = typeof options?.toolCallId === "string" ? options.toolCallId : null;
     const span = startTool(name, callId, input, spanContext(node.span));
     const ran = (result: unknown): unknown => {
@@ -55,7 +64,11 @@ function gate(name: string, execute: Execute): Execute {
     }
     if (result !== null && typeof result?.then === "function") return result.then(ran, failed);
     return ran(result);
-  };
+  }
+}
+
+function refusedText(exc: BudgetExceeded): string {
+  return `Not run (otel-budget, ${exc.reason}): ${exc.message}`;
 }
 
 /**
