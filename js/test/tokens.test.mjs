@@ -169,9 +169,13 @@ test("the tree's record in Redis is the authority: a token for a tree it does no
   await run("node-coordinator", { budget: { maxUsd: 0.05 } }, async () => {
     token = await exportRun();
   });
-  instrument({ ledger: new RedisLedger({ url: redis.url, timeout: 5, prefix: "elsewhere" }), secret: SECRET,
-    prices: PRICES });
-  await assert.rejects(attachRun(token, {}, () => callJs()), /is not recorded in the shared ledger/);
+  const elsewhere = new RedisLedger({ url: redis.url, timeout: 5, prefix: "elsewhere" });
+  instrument({ ledger: elsewhere, secret: SECRET, prices: PRICES });
+  try {
+    await assert.rejects(attachRun(token, {}, () => callJs()), /is not recorded in the shared ledger/);
+  } finally {
+    await elsewhere.close();
+  }
   assert.equal((await llm.requests()).length, 0);
 });
 
