@@ -13,8 +13,9 @@ import { after, before, beforeEach, test } from "node:test";
 import { createOpenAI } from "@ai-sdk/openai";
 import { generateText, tool } from "ai";
 import { z } from "zod";
-import { InvalidRunState, RedisLedger, Scope, attachRun, budgeted, budgetedTools, decodeRunToken, exportRun,
-  instrument, run, treeUsage } from "otel-budget";
+import { InvalidRunState, PausedRun, RedisLedger, Scope, attachRun, budgeted, budgetedTools, decodeRunToken, exportRun,
+  instrument, resume, run, treeUsage } from "otel-budget";
+import { sign } from "otel-budget/internal";
 import { repoRoot, startScriptedLLM } from "./helpers.mjs";
 
 const PYTHON = process.env.OTEL_BUDGET_PYTHON || join(repoRoot(), ".venv", "bin", "python");
@@ -94,6 +95,7 @@ function python(args) {
   return {
     next: () => (queue.length ? Promise.resolve(queue.shift()) : new Promise((r) => waiting.push(r))),
     go: () => child.stdin.write("go\n"),
+    send: (line) => child.stdin.write(`${line}\n`),
   };
 }
 
@@ -198,4 +200,46 @@ test("a fleet-wide maxToolCalls is checked before a tool runs", async () => {
   assert.match(runs[1].result[0], /^Not run \(otel-budget, tool_calls\): the tool lookup was not sent: it would exceed max_tool_calls of the shared budget 'fleet-tools'/);
   assert.equal(runs[1].outcome.stopReason, "tool_calls");
   assert.equal((await ledger.detail("fleet-tools")).used.tool_calls, 2);
+});
+
+test("a run paused in Python resumes in Node with its quota from Redis, and the reverse", async () => {
+  const text = await python(["pause", redis.url, llm.openai_base_url, "tree-py", SECRET, 0.05]).next();
+  const paused = PausedRun.parse(text);
+  assert.equal(paused.pending.kind, "limit");
+  assert.equal(paused.usage.modelCalls, 4);
+  assert.deepEqual(paused.state, { language: "python", "ünïcode": 1.5 });
+  // the record in Redis is the authority: a paused run whose usage was edited and signed again (by someone who has
+  // the secret) still cannot give quota back
+  const doc = JSON.parse(paused.json());
+  Object.assign(doc.usage, { model_calls: 0, cost_usd: 0 });
+  doc.signature = sign(PausedRun.parse(JSON.stringify(doc)).signedContent(), Buffer.from(SECRET));
+  const edited = await resume(JSON.stringify(doc), { approved: true, budget: { maxUsd: 0.05 } }, () => callJs());
+  assert.equal(edited.outcome.usage.modelCalls, 4);
+  assert.equal(await byModel("tree-js"), 0);
+  const resumed = await resume(text, { approved: true, budget: { maxUsd: 0.08 } }, async (r) => {
+    r.checkpoint({ language: "typescript", "ünïcode": 1.5 });
+    for (let i = 0; i < 10; i += 1) await callJs();
+  });
+  assert.equal(await byModel("tree-js"), 2); // $0.048 used of $0.08: two more calls
+  assert.equal(resumed.outcome.stopReason, "awaiting_approval");
+  assert.equal(resumed.outcome.usage.modelCalls, 6);
+  const back = python(["resume", redis.url, llm.openai_base_url, "tree-py", SECRET, 0.1]);
+  back.send(resumed.outcome.paused.json());
+  const py = JSON.parse(await back.next());
+  assert.equal(py.error, undefined, py.error);
+  assert.equal(py.model_calls, 8); // $0.072 used of $0.10: two more calls, in Python
+  assert.equal(py.stop_reason, "awaiting_approval");
+  assert.equal(await byModel("tree-py"), 6);
+});
+
+test("a TypeScript pause edited after it was signed is refused by Python", async () => {
+  const { outcome } = await run("node-pauser", { budget: { maxSteps: 1, onLimit: "pause" } }, async () => {
+    await callJs();
+    await callJs();
+  });
+  const doc = JSON.parse(outcome.paused.json());
+  doc.usage.model_calls = 0;
+  const py = python(["resume", redis.url, llm.openai_base_url, "tree-py", SECRET, 0.1]);
+  py.send(JSON.stringify(doc));
+  assert.match(JSON.parse(await py.next()).error, /changed after it was signed/);
 });

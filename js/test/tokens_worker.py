@@ -4,6 +4,9 @@ attaches to one (a run tree across a Python and a Node process on one Redis).
 argv: mode ("coordinate" or "attach"), redis URL, ScriptedLLM's OpenAI base URL, model, secret, then
 - coordinate: max_usd. Makes one call, prints the token, waits for a line on stdin, then calls until refused.
 - attach: the token. Calls until refused (or refused to attach: prints {"error": ...}).
+- pause: max_usd. A run with on_limit="pause" calls until it pauses; prints the paused run's JSON.
+- resume: max_usd. Reads a paused run's JSON from stdin, resumes it approved under that max_usd, calls until
+  refused (or refused to resume: prints {"error": ...}).
 Each call has max_tokens=10. Prints the run's outcome as JSON.
 """
 
@@ -27,14 +30,33 @@ def main() -> None:
     def call() -> None:
         client.chat.completions.create(model=model, max_tokens=10, messages=[{"role": "user", "content": "next"}])
 
-    if mode == "coordinate":
+    if mode == "pause":
+        with otel_budget.run("py-pauser", budget=otel_budget.Budget(max_usd=float(sys.argv[6]), on_limit="pause")) as run:
+            run.checkpoint({"language": "python", "ünïcode": 1.5})
+            for _ in range(10):
+                call()
+        print(run.outcome.paused.model_dump_json(), flush=True)
+        return
+    if mode == "resume":
+        text = sys.stdin.readline()
+        try:
+            resumed = otel_budget.resume(otel_budget.PausedRun.model_validate_json(text), approved=True,
+                                         budget=otel_budget.Budget(max_usd=float(sys.argv[6])))
+        except ValueError as exc:
+            print(json.dumps({"error": str(exc)}), flush=True)
+            return
+        with resumed as run:
+            assert run.state == {"language": "typescript", "ünïcode": 1.5}, run.state
+            for _ in range(10):
+                call()
+    elif mode == "coordinate":
         with otel_budget.run("py-coordinator", budget=otel_budget.Budget(max_usd=float(sys.argv[6]))) as run:
             call()
             print(propagation.export_run(), flush=True)
             sys.stdin.readline()
             for _ in range(10):
                 call()
-    else:
+    else:  # attach
         try:
             attached = propagation.attach_run(sys.argv[6], name="py-worker")
         except ValueError as exc:
@@ -45,7 +67,7 @@ def main() -> None:
                 call()
     o = run.outcome
     print(json.dumps({"stop_reason": o.stop_reason, "limit": o.limit, "model_calls": o.usage.model_calls,
-                      "detail": o.detail}), flush=True)
+                      "cost_usd": o.usage.cost_usd, "detail": o.detail}), flush=True)
 
 
 if __name__ == "__main__":
