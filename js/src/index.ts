@@ -2,8 +2,9 @@
  * otel-budget for the Vercel AI SDK: a meter and a brake for agents, built on OpenTelemetry. The same Budget
  * fields, stop reasons, wrap-up text and span names as the Python package.
  */
-export { Budget, BudgetValidationError, Scope, StopReason, checkCost, type BudgetOptions, type LimitName, type Price,
-  type ScopeOptions, type Usage } from "./model/budget.js";
+export { Budget, BudgetValidationError, Scope, StopReason, type BudgetOptions, type LimitName, type ScopeOptions,
+  type Usage } from "./model/budget.js";
+export { checkCost, type Price } from "./model/price.js";
 export { BudgetExceeded, UnknownPriceError, type RunOutcome } from "./model/outcome.js";
 export { argumentsSignature, canonicalArguments, resultSignature, signature } from "./model/signatures.js";
 export { instrument, type InstrumentOptions } from "./core/config.js";

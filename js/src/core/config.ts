@@ -1,6 +1,6 @@
 /** What `instrument()` sets for the whole process: prices, the shared ledger, the tracer (core/config.py). */
 import type { Tracer } from "@opentelemetry/api";
-import type { Price } from "../model/budget.js";
+import type { Price } from "../model/price.js";
 import { setTracerProvider } from "../telemetry/recorder.js";
 import { type Ledger, MemoryLedger } from "./ledger.js";
 import { PriceBook } from "./pricing.js";
