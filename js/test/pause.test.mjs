@@ -213,3 +213,20 @@ test("approve: a rejection ends the run `denied` and the tool never runs", async
   assert.deepEqual(mail, []);
   assert.equal(await sent(), 0);
 });
+
+test("confirmDone: a generateText loop that ends is `incomplete` until the code confirms it with run.complete()",
+  async () => {
+    for (const confirm of [false, true]) {
+      await llm.reset();
+      await llm.script(pageTurn(1), { text: "All pages read.", input_tokens: 50, output_tokens: 4 });
+      const { result, outcome } = await run("confirmed", { budget: { confirmDone: true } }, async (r) => {
+        const out = await portalLoop([]);
+        if (confirm && out.text === "All pages read.") r.complete({ pages: 1 });
+        return out;
+      });
+      assert.equal(result.text, "All pages read.");
+      assert.equal(outcome.stopReason, confirm ? "done" : "incomplete");
+      if (!confirm) assert.ok(outcome.wrapUp.startsWith("Stopped: the model stopped, but the work is not confirmed"));
+      assert.equal(await sent(), 2);
+    }
+  });
