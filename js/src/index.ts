@@ -18,5 +18,6 @@ export { ApprovalPolicy, type ApprovalPolicyOptions, type ApprovalPredicate } fr
 export { PausedRun, type PendingCall, type ToolRecord } from "./model/paused.js";
 export { InvalidRunState } from "./model/trust.js";
 export { resume, type ResumeOptions, type ResumedRun } from "./core/resume.js";
-export { attachRun, exportRun, treeUsage, type AttachOptions } from "./fleet/propagation.js";
+export { BAGGAGE_KEY, attachRun, exportRun, extractRun, injectRun, treeUsage, type AttachOptions,
+} from "./fleet/propagation.js";
 export { TOKEN_PREFIX, decodeToken as decodeRunToken, type TokenPayload, type TokenScope } from "./fleet/tokens.js";

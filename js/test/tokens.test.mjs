@@ -2,7 +2,7 @@
 // worker in the other attaches and draws from the same tree quota in a real redis-server (started here); a
 // tampered token is refused. Also the fleet-wide maxToolCalls check before a tool runs.
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { connect, createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -14,7 +14,7 @@ import { createOpenAI } from "@ai-sdk/openai";
 import { generateText, tool } from "ai";
 import { z } from "zod";
 import { InvalidRunState, PausedRun, RedisLedger, Scope, attachRun, budgeted, budgetedTools, decodeRunToken, exportRun,
-  instrument, resume, run, treeUsage } from "otel-budget";
+  extractRun, injectRun, instrument, resume, run, treeUsage } from "otel-budget";
 import { sign } from "otel-budget/internal";
 import { repoRoot, startScriptedLLM } from "./helpers.mjs";
 
@@ -242,4 +242,34 @@ test("a TypeScript pause edited after it was signed is refused by Python", async
   const py = python(["resume", redis.url, llm.openai_base_url, "tree-py", SECRET, 0.1]);
   py.send(JSON.stringify(doc));
   assert.match(JSON.parse(await py.next()).error, /changed after it was signed/);
+});
+
+function pythonCode(code, ...args) {
+  const out = spawnSync(PYTHON, ["-c", `import json, sys, otel_budget
+from otel_budget import propagation
+otel_budget.instrument(ledger=otel_budget.RedisLedger(sys.argv[1], socket_timeout=5.0), secret=sys.argv[2])
+${code}`, redis.url, SECRET, ...args], { cwd: repoRoot(), encoding: "utf8" });
+  assert.equal(out.status, 0, out.stderr);
+  return JSON.parse(out.stdout);
+}
+
+test("HTTP headers: a run token in W3C baggage crosses both ways, read only signed", async () => {
+  let headers;
+  let tree;
+  await run("node-coordinator", { budget: { maxUsd: 0.05 } }, async () => {
+    headers = await injectRun({ "x-task": "invoices" });
+    tree = decodeRunToken(extractRun(headers)).tree;
+  });
+  assert.match(headers.baggage, /^otel_budget\.run=otb1\./);
+  const py = pythonCode(`token = propagation.extract(json.loads(sys.argv[3]))
+print(json.dumps(propagation.decode(token)))`, JSON.stringify(headers));
+  assert.equal(py.tree, tree);
+  assert.equal(py.run, "node-coordinator");
+  const fromPython = pythonCode(`with otel_budget.run("py-coordinator", budget=otel_budget.Budget(max_usd=1.0)):
+    print(json.dumps(dict(propagation.inject({}))))`);
+  const token = extractRun(fromPython);
+  assert.equal(decodeRunToken(token).run, "py-coordinator");
+  assert.equal(extractRun({ "x-task": "none" }), null);
+  instrument({ ledger, prices: PRICES }); // no secret: baggage from a request is never trusted unsigned
+  assert.throws(() => extractRun(fromPython), /only a signed run token is accepted here/);
 });

@@ -12,7 +12,7 @@
  * whatever its token says; a token can only narrow them.
  */
 import { randomBytes } from "node:crypto";
-import { ROOT_CONTEXT, TraceFlags, trace } from "@opentelemetry/api";
+import { ROOT_CONTEXT, TraceFlags, context, trace } from "@opentelemetry/api";
 import { getSettings } from "../core/config.js";
 import { DIMS, headroom } from "../core/ledger.js";
 import type { RunNode, SharedScope } from "../core/node.js";
@@ -189,4 +189,54 @@ export async function attachRun<T>(token: string, options: AttachOptions, fn: (r
 /** Used plus reserved per dimension in the tree's store scope (every process's calls together). */
 export async function treeUsage(token: string): Promise<Record<string, number>> {
   return getSettings().ledger.read(decodeToken(token).tree);
+}
+
+/** The W3C baggage entry that carries the token in `injectRun` / `extractRun` (as Python's). */
+export const BAGGAGE_KEY = "otel_budget.run";
+
+/**
+ * Put the current trace context (`traceparent`) and the run token (W3C `baggage`, entry `otel_budget.run`) into
+ * `headers` (a plain object), for an HTTP request to a worker in either language; returns `headers`.
+ */
+export async function injectRun(headers: Record<string, string> = {}, run?: Run): Promise<Record<string, string>> {
+  const token = await exportRun(run);
+  const active = trace.getSpanContext(context.active());
+  if (active !== undefined && trace.isSpanContextValid(active)) {
+    headers.traceparent = `00-${active.traceId}-${active.spanId}-${active.traceFlags & 1 ? "01" : "00"}`;
+  } else {
+    const payload = decodeToken(token);
+    if (payload.tp !== undefined) headers.traceparent = payload.tp;
+  }
+  const entry = `${BAGGAGE_KEY}=${encodeURIComponent(token)}`;
+  headers.baggage = headers.baggage ? `${headers.baggage},${entry}` : entry;
+  return headers;
+}
+
+/**
+ * The run token carried by `headers` (from `injectRun` or Python's `propagation.inject`), or null. Only a signed
+ * token is accepted here (a request's headers come from anyone): without a secret, or with a token that is
+ * unsigned or edited, this throws InvalidRunState. Nothing reads baggage unless the code calls this. An incoming
+ * `traceparent` header wins over the one in the token (it may name a more precise parent).
+ */
+export function extractRun(headers: Record<string, string | string[] | undefined>): string | null {
+  const lowered: Record<string, string> = {};
+  for (const [k, v] of Object.entries(headers)) if (v !== undefined) lowered[k.toLowerCase()] = String(v);
+  let token: string | null = null;
+  for (const item of (lowered.baggage ?? "").split(",")) {
+    const eq = item.indexOf("=");
+    if (eq < 0 || item.slice(0, eq).trim() !== BAGGAGE_KEY) continue;
+    try {
+      token = decodeURIComponent(item.slice(eq + 1).split(";")[0].trim());
+    } catch {
+      throw new InvalidRunState("the otel_budget.run baggage entry is not percent-encoded text");
+    }
+  }
+  if (token === null) return null;
+  const payload = decodeToken(token, { signed: true });
+  if (lowered.traceparent) {
+    payload.tp = lowered.traceparent;
+    if (lowered.tracestate) payload.ts = lowered.tracestate;
+    else delete payload.ts;
+  }
+  return encodeToken(payload);
 }

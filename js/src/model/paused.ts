@@ -5,7 +5,7 @@
  */
 import { Budget, BudgetValidationError, type BudgetOptions, type Usage, snakeCase } from "./budget.js";
 import { ApprovalPolicy } from "./policy.js";
-import { Num, canonicalJson, parseJson } from "./signatures.js";
+import { Num, canonicalArguments, canonicalJson, parseJson } from "./signatures.js";
 import { InvalidRunState, amount, canonical, count, show, untag } from "./trust.js";
 
 const WHAT = "the paused run";
@@ -314,7 +314,8 @@ export class PausedRun {
 /** `more than max_usd=0.05` for a limit; `send_email(arguments <signature>)` for a tool. */
 export function describePending(p: PendingCall): string {
   if (p.kind === "limit") return p.cap !== null ? `more than ${p.limit}=${pyG(p.cap)}` : `more than ${p.limit}`;
-  return `${p.tool}(${canonicalJson(p.arguments ?? null)})`;
+  const text = canonicalArguments(p.arguments ?? null);
+  return `${p.tool}(${text.length <= 200 ? text : `${text.slice(0, 197)}...`})`;
 }
 
 /** Python's `format(x, "g")`. */
