@@ -129,6 +129,10 @@ test("a Python coordinator's signed token: a Node worker draws from the same tre
   const used = await treeUsage(token);
   assert.equal(used.steps, 3); // the worker's calls, and none of the refused ones, are in the tree scope
   assert.equal(Math.round(used.usd * 1000), 36);
+  // the tree scope defined from both languages is one definition (Python's float reprs)
+  const detail = await ledger.detail(payload.tree);
+  assert.equal(detail.conflict, false, JSON.stringify(detail.definitions));
+  assert.equal(Math.round(detail.limits.usd * 1000), 38);
 });
 
 test("a Node coordinator's signed token: a Python worker draws from the same tree quota", async () => {
