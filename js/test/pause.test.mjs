@@ -230,3 +230,19 @@ test("confirmDone: a generateText loop that ends is `incomplete` until the code 
       assert.equal(await sent(), 2);
     }
   });
+
+test("a tool that ran before the pause is answered from the record on resume, not run again", async () => {
+  const { outcome } = await pausedAtUsd();
+  assert.deepEqual(outcome.paused.completed.map((r) => [r.tool, r.arguments, r.replayable]),
+    [1, 2, 3, 4].map((page) => ["open_portal", { page }, true]));
+  await llm.reset();
+  await llm.script(pageTurn(4), pageTurn(5), { text: "Done reading.", input_tokens: 50, output_tokens: 4 });
+  const visits = [];
+  const resumed = await resume(outcome.paused.json(), { approved: true, budget: { maxUsd: 1 } },
+    () => portalLoop(visits));
+  assert.deepEqual(visits, [5]); // page 4 was read before the pause: its result is replayed once
+  assert.equal(resumed.outcome.stopReason, "done", resumed.outcome.detail);
+  const requests = (await llm.requests()).filter((r) => r.api.startsWith("openai"));
+  assert.equal(requests.length, 3);
+  assert.match(JSON.stringify(requests[1].body.messages), /page 4: 4 invoices read/);
+});

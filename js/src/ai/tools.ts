@@ -7,6 +7,7 @@
 import { currentNode } from "../core/run.js";
 import type { Amounts } from "../core/ledger.js";
 import type { RunNode } from "../core/node.js";
+import { pausable } from "../core/approval.js";
 import { admitTool, admitToolShared, noteToolResult, settleTool } from "../core/watch.js";
 import { BudgetExceeded } from "../model/outcome.js";
 import { endTool, spanContext, startTool } from "../telemetry/recorder.js";
@@ -18,6 +19,8 @@ function gate(name: string, execute: Execute): Execute {
   return function budgetedExecute(this: unknown, input: any, options?: any): any {
     const node = currentNode();
     if (node === undefined) return execute.call(this, input, options);
+    const replayed = node.root.approval?.replay(name, input);
+    if (replayed) return Promise.resolve(replayed[0]); // ran before the pause: its recorded result, not a second run
     let reserved: Amounts;
     try {
       reserved = admitTool(node, name, input);
@@ -37,6 +40,7 @@ function gate(name: string, execute: Execute): Execute {
     const span = startTool(name, callId, input, spanContext(node.span));
     const ran = (result: unknown): unknown => {
       settleTool(node, name, reserved);
+      if (pausable(node)) node.approvalState().record(name, input, result);
       try {
         noteToolResult(node, name, callId, result);
       } catch {

@@ -3,7 +3,7 @@
  * and a person's decision on resume. Shared by the run tree (the root's state).
  */
 import { LIMITS, StopReason, isLimitName } from "../model/budget.js";
-import { type PendingCall, PausedRun } from "../model/paused.js";
+import { type PendingCall, PausedRun, type ToolRecord } from "../model/paused.js";
 import { type ApprovalPolicy, TARGET_KEYS, asDict } from "../model/policy.js";
 import { pyRound } from "../model/format.js";
 import { Num, argumentsSignature, canonicalArguments } from "../model/signatures.js";
@@ -37,11 +37,51 @@ function pendingCall(tool: string, args: unknown, callId: string | null, op: str
     target: hit === undefined ? null : String(dict[hit]), limit: null, used: null, cap: null };
 }
 
-/** Approvals, denials and the pending call of one run tree. */
+/** Tool calls kept for a later pause at most (the oldest are not kept beyond). */
+const MAX_RECORDS = 1000;
+
+/** Whether a run keeps what it may pause with: a policy or `onLimit: "pause"` in its chain, or a decision. */
+export function pausable(node: RunNode): boolean {
+  return node.root.approval !== null || node.chain.some((n) => n.budget.approve !== null || n.budget.onLimit === "pause");
+}
+
+/** Approvals, denials, the pending call and the tool record of one run tree. */
 export class ApprovalState {
   readonly grants = new Map<string, Set<string>>();
   readonly denied = new Set<string>();
   pending: PendingCall | null = null;
+  readonly completed: ToolRecord[] = [];
+  readonly replays = new Map<string, ToolRecord[]>();
+
+  /** Keep a finished tool call (the work done) for a later pause. */
+  record(tool: string, args: unknown, result: unknown): void {
+    if (this.completed.length >= MAX_RECORDS) return;
+    let replayable = false;
+    try {
+      replayable = result !== undefined && JSON.stringify(JSON.parse(JSON.stringify(result))) === JSON.stringify(result);
+    } catch {
+      replayable = false;
+    }
+    this.completed.push({ tool, arguments: jsonable(args), result: replayable ? result : null, replayable });
+  }
+
+  /** The recorded result of this call when it ran before the pause (each record answers once). */
+  replay(tool: string, args: unknown): [unknown] | null {
+    const records = this.replays.get(key(tool, args));
+    if (records === undefined || records.length === 0) return null;
+    return [(records.shift() as ToolRecord).result];
+  }
+
+  /** Take over the decisions and the work record of a paused run. */
+  load(paused: PausedRun): void {
+    for (const op of paused.denied) this.denied.add(op);
+    for (const rec of paused.completed) {
+      this.completed.push(rec);
+      if (!rec.replayable) continue;
+      const k = key(rec.tool, rec.arguments);
+      this.replays.set(k, [...(this.replays.get(k) ?? []), rec]);
+    }
+  }
 
   static policies(node: RunNode): ApprovalPolicy[] {
     return node.chain.map((n) => n.budget.approve).filter((p): p is ApprovalPolicy => p !== null);
@@ -131,7 +171,8 @@ export class ApprovalState {
         unpriced_calls: u.unpricedCalls },
       budget: node.budget.dump(),
       policy: policy === null ? null : policy.dump(),
-      completed: [],
+      completed: this.completed.map((r) => ({ tool: r.tool, arguments: r.arguments, result: r.result,
+        replayable: r.replayable })),
       state: jsonable(node.savedState),
       tools_requested: Object.fromEntries(node.toolsRequested),
       tools_executed: Object.fromEntries(node.toolsExecuted),

@@ -80,7 +80,7 @@ export async function resume<T>(paused: PausedRun | string | object, options: Re
       for (const [k, v] of Object.entries(p.toolsExecuted)) node.toolsExecuted.add(k, v);
       for (const [k, v] of Object.entries(p.pendingTools)) node.pendingTools.add(k, v);
       const state = node.approvalState();
-      for (const op of p.denied) state.denied.add(op);
+      state.load(p);
       if (p.pending !== null) state.decide(node, p.pending, approved);
       node.allows(); // re-check the limits now: a run with nothing left stops before its first call
       if (p.traceId === null || p.spanId === null || node.parent !== null) return undefined;
