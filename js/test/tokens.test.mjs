@@ -277,3 +277,16 @@ print(json.dumps(propagation.decode(token)))`, JSON.stringify(headers));
   instrument({ ledger, prices: PRICES }); // no secret: baggage from a request is never trusted unsigned
   assert.throws(() => extractRun(fromPython), /only a signed run token is accepted here/);
 });
+
+test("a worker's budget is what the tree has left, even when a part's room is larger than the total's", async () => {
+  let token;
+  await run("coordinator", { budget: { maxInputTokens: 5000, maxTotalTokens: 6000 } }, async () => {
+    await llm.setDefault({ text: "long", input_tokens: 100, output_tokens: 2000 });
+    await generateText({ model: budgeted(openai.chat("tree-js")), prompt: "write", maxRetries: 0 });
+    token = await exportRun();
+  });
+  const { result, outcome } = await attachRun(token, { budget: { maxSteps: 3 } }, (r) =>
+    [r.budget.maxInputTokens, r.budget.maxTotalTokens, r.budget.maxSteps]);
+  assert.deepEqual(result, [3900, 3900, 3]);
+  assert.equal(outcome.stopReason, "done");
+});

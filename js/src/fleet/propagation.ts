@@ -148,6 +148,10 @@ function workerBudget(payload: Authoritative, budget: Budget | undefined): Budge
     const mine = budget?.[field as keyof Budget] as number | null | undefined;
     update[field] = mine == null ? value : Math.min(mine, value);
   }
+  const total = update.maxTotalTokens ?? budget?.maxTotalTokens ?? null;
+  if (total !== null) { // what is left of a part can be more than what is left of the total: the total bounds it
+    for (const part of ["maxInputTokens", "maxOutputTokens"]) if (update[part] > total) update[part] = total;
+  }
   if (payload.deadline !== undefined) {
     const left = Math.max(0.001, payload.deadline - Date.now() / 1000);
     update.maxSeconds = budget?.maxSeconds == null ? left : Math.min(budget.maxSeconds, left);
