@@ -188,3 +188,68 @@ def test_scope_definition_vectors() -> None:
     for case in doc["amounts"]:
         assert _encode(case["amounts"]) == case["encoded"], case
     assert len(doc["definitions"]) >= 8 and len(doc["amounts"]) >= 5
+
+
+def _with_secret(secret: str | None) -> Any:
+    from contextlib import contextmanager
+
+    @contextmanager
+    def scope() -> Any:
+        settings = config.get()
+        saved, settings.secret = settings.secret, None if secret is None else secret.encode()
+        try:
+            yield
+        finally:
+            settings.secret = saved
+
+    return scope()
+
+
+def _refused(case: dict[str, Any], text: str) -> None:
+    if "error" in case:
+        assert case["error"] in text, (case["name"], text)
+    else:
+        assert case["field"] in text, (case["name"], text)
+
+
+def test_paused_run_vectors() -> None:
+    """Paused runs read back with their signature: canonical content and HMAC byte for byte (js plays the same file)."""
+    from otel_budget.core import trust
+    from otel_budget.model.paused import PausedRun
+    from otel_budget.model.trust import InvalidRunState, canonical, sign
+
+    doc = json.loads((VECTORS / "paused-runs.json").read_text(encoding="utf-8"))
+    assert len([c for c in doc["cases"] if c["valid"]]) >= 4 and len(doc["cases"]) >= 12
+    with _with_secret(doc["secret"]):
+        for case in doc["cases"]:
+            try:
+                paused = trust.check(PausedRun.model_validate_json(case["json"]))
+            except (ValidationError, InvalidRunState) as exc:
+                assert not case["valid"], (case["name"], str(exc))
+                _refused(case, str(exc))
+                continue
+            assert case["valid"], case["name"]
+            assert canonical(paused.signed_content()).decode() == case["canonical"], case["name"]
+            assert sign(paused.signed_content(), doc["secret"].encode()) == case["signature"] == paused.signature
+
+
+def test_run_token_vectors() -> None:
+    """Run tokens: the same payload is the same token in both languages; bad ones are refused naming the field."""
+    from otel_budget.fleet import tokens
+    from otel_budget.model.trust import InvalidRunState
+
+    doc = json.loads((VECTORS / "tokens.json").read_text(encoding="utf-8"))
+    for case in doc["encode"]:
+        with _with_secret(doc["secret"] if case["signed"] else None):
+            assert tokens.encode(tokens._checked(case["payload"])) == case["token"], case
+    assert len(doc["decode"]) >= 12
+    with _with_secret(doc["secret"]):
+        for case in doc["decode"]:
+            try:
+                payload = tokens.decode(case["token"], signed=case.get("signed_only", False))
+            except InvalidRunState as exc:
+                assert not case["valid"], (case["name"], str(exc))
+                _refused(case, str(exc))
+                continue
+            assert case["valid"], case["name"]
+            assert json.loads(json.dumps(payload)) == case["payload"], case["name"]

@@ -14,3 +14,7 @@ export { encodeAmounts, parseDefinition, scopeDefinition } from "./fleet/redis.j
 export { pyFixed, pyFloatRepr, pyGeneral, pyInt, pyRound } from "./model/format.js";
 export { LIMITS, snakeCase, usd, plural } from "./model/budget.js";
 export * as semconv from "./telemetry/semconv.js";
+export { Num, canonicalJson, parseJson } from "./model/signatures.js";
+export { canonical, sign, signedBy } from "./model/trust.js";
+export { check as checkPaused, resetUnsignedWarning, seal } from "./core/trust.js";
+export { checkedPayload, decodeToken, encodeToken } from "./fleet/tokens.js";

@@ -10,7 +10,7 @@ import { createOpenAI } from "@ai-sdk/openai";
 import { MeterProvider, MetricReader } from "@opentelemetry/sdk-metrics";
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
 import { generateText } from "ai";
-import { RedisLedger, Scope, budgeted, instrument, run } from "otel-budget";
+import { RedisLedger, Scope, budgeted, instrument, resume, run } from "otel-budget";
 import { semconv as sc } from "otel-budget/internal";
 import { repoRoot, startScriptedLLM } from "./helpers.mjs";
 
@@ -144,4 +144,29 @@ test("the instruments have Python's names, units, descriptions and attribute key
   }
   assert.deepEqual(Object.keys(ours).sort(), Object.keys(python).sort());
   for (const name of Object.keys(python)) assert.deepEqual(ours[name], python[name], name);
+});
+
+test("a paused run counts as awaiting approval until it is resumed, then in runs when it ends", async () => {
+  await llm.reset();
+  await llm.setDefault({ text: "ok", input_tokens: 100, output_tokens: 10 });
+  const reader = new Reader();
+  instrument({ tracerProvider: new BasicTracerProvider(), meterProvider: new MeterProvider({ readers: [reader] }) });
+  const model = budgeted(openai.chat("gpt-4o"));
+  const twice = async () => {
+    await generateText({ model, prompt: "hi", maxRetries: 0 });
+    return generateText({ model, prompt: "hi", maxRetries: 0 });
+  };
+  const paused = await run("waiting", { budget: { maxSteps: 1, onLimit: "pause" } }, twice);
+  assert.equal(paused.outcome.stopReason, "awaiting_approval");
+  const awaiting = async () => (await collect(reader))[sc.METRIC_RUNS_AWAITING_APPROVAL]?.points
+    .map((p) => [p.attributes[sc.LABEL_RUN_NAME], p.value]);
+  assert.deepEqual(await awaiting(), [["waiting", 1]]);
+  const resumed = await resume(paused.outcome.paused, { approved: true, budget: { maxSteps: 3 } },
+    () => generateText({ model, prompt: "hi", maxRetries: 0 }));
+  assert.equal(resumed.outcome.stopReason, "done");
+  assert.deepEqual(await awaiting(), [["waiting", 0]]);
+  const runs = (await collect(reader))[sc.METRIC_RUNS].points.map((p) => [p.attributes[sc.LABEL_RUN_NAME],
+    p.attributes[sc.LABEL_STOP_REASON], p.value]);
+  assert.deepEqual(runs, [["waiting", "done", 1]]);
+  assert.equal((await llm.requests()).length, 2);
 });

@@ -2,10 +2,11 @@
 // runs the same files through the Python core. See that file for what a vector plays.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { Budget, BudgetExceeded, UnknownPriceError, argumentsSignature, canonicalArguments, run } from "otel-budget";
+import { Budget, BudgetExceeded, InvalidRunState, PausedRun, UnknownPriceError, argumentsSignature, canonicalArguments,
+  instrument, run } from "otel-budget";
 import {
   PriceBook, admit, admitTool, currentNode, getSettings, noteToolResult, recordToolRequests, settleCall, settleTool,
-  templateWrapUp, fmt, plural, pyFixed, usd,
+  templateWrapUp, fmt, plural, pyFixed, usd, checkPaused, checkedPayload, decodeToken, encodeToken, sign,
 } from "otel-budget/internal";
 import { vector, vectors } from "./helpers.mjs";
 
@@ -170,4 +171,64 @@ test("scope definitions and amounts are written as Python writes them, byte for 
   }
   for (const c of doc.amounts) assert.equal(encodeAmounts(c.amounts), c.encoded, JSON.stringify(c));
   assert.ok(doc.definitions.length >= 8 && doc.amounts.length >= 5);
+});
+
+// --- paused runs and run tokens: what crosses a process, byte for byte -----------------------------------------
+
+function refusedAs(c, exc) {
+  assert.ok(exc instanceof InvalidRunState, `${c.name}: ${exc}`);
+  if (c.error) assert.ok(exc.message.includes(c.error), `${c.name}: ${exc.message}`);
+  else assert.ok(exc.message.includes(c.field), `${c.name}: ${exc.message}`);
+}
+
+test("paused-runs.json: a Python pause reads back with the same canonical content and signature", async () => {
+  const doc = vector("paused-runs.json");
+  assert.ok(doc.cases.filter((c) => c.valid).length >= 4 && doc.cases.length >= 12);
+  instrument({ secret: doc.secret });
+  try {
+    for (const c of doc.cases) {
+      let paused;
+      try {
+        paused = await checkPaused(PausedRun.parse(c.json));
+      } catch (exc) {
+        assert.ok(!c.valid, `${c.name}: ${exc.message}`);
+        refusedAs(c, exc);
+        continue;
+      }
+      assert.ok(c.valid, c.name);
+      assert.equal(paused.signedContent().toString("utf8"), c.canonical, c.name);
+      assert.equal(sign(paused.signedContent(), Buffer.from(doc.secret)), c.signature, c.name);
+      assert.equal(paused.signature, c.signature, c.name);
+      // what TypeScript writes back reads the same (a round trip through json())
+      assert.equal(PausedRun.parse(paused.json()).signedContent().toString("utf8"), c.canonical, c.name);
+    }
+  } finally {
+    instrument();
+  }
+});
+
+test("tokens.json: the same payload is the same token; bad tokens are refused naming the field", () => {
+  const doc = vector("tokens.json");
+  try {
+    for (const c of doc.encode) {
+      instrument(c.signed ? { secret: doc.secret } : {});
+      assert.equal(encodeToken(checkedPayload(c.payload)), c.token, JSON.stringify(c.payload));
+    }
+    assert.ok(doc.decode.length >= 12);
+    instrument({ secret: doc.secret });
+    for (const c of doc.decode) {
+      let payload;
+      try {
+        payload = decodeToken(c.token, { signed: c.signed_only ?? false });
+      } catch (exc) {
+        assert.ok(!c.valid, `${c.name}: ${exc.message}`);
+        refusedAs(c, exc);
+        continue;
+      }
+      assert.ok(c.valid, c.name);
+      assert.deepEqual(JSON.parse(JSON.stringify(payload)), c.payload, c.name);
+    }
+  } finally {
+    instrument();
+  }
 });

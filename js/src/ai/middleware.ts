@@ -87,8 +87,8 @@ async function begin(node: RunNode, model: Model, params: Params):
   const modelId = String(model.modelId ?? "unknown");
   let chars = -1;
   const measure = () => (chars = chars < 0 ? inputChars(params) : chars);
+  node.root.budgetedCalls += 1; // a call the budget refuses went through the budgeted model too
   const adm = await admitWaiting(node, provider, modelId, params.maxOutputTokens ?? null, measure);
-  node.root.budgetedCalls += 1;
   let callParams = adm.setMaxTokens ? { ...params, maxOutputTokens: adm.maxOutputTokens as number } : params;
   if (adm.noTools && Array.isArray(params.tools) && params.tools.length > 0) {
     // No tool call remains (maxToolCalls): the call goes without tools (as the wrap-up call), so the model

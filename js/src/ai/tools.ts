@@ -1,14 +1,16 @@
 /**
  * The tool gate: tools do not pass through the model middleware, so `budgetedTools` wraps each tool's `execute`.
- * A tool call is checked before it runs (repeats, cycles, the tool-call cap, time, pending stops); a refused
- * call does not run and the model receives the reason as the tool's output. The next model call is then refused
- * by the budgeted model, which answers with the wrap-up. On ai@7 with `toolApproval: budgetApproval()` the call
- * was checked already (approval.ts): the wrapper takes that admission over and only records the execution.
+ * A tool call is checked before it runs (repeats, cycles, the tool-call cap, time, pending stops, approvals); a
+ * refused call does not run and the model receives the reason as the tool's output. The next model call is then
+ * refused by the budgeted model, which answers with the wrap-up. On ai@7 with `toolApproval: budgetApproval()` the
+ * call was checked already (approval.ts): the wrapper takes that admission over and only records the execution.
  */
 import { GATED_EXECUTE, refusalReason, takeAdmission } from "./approval.js";
 import { currentNode } from "../core/run.js";
 import type { Amounts } from "../core/ledger.js";
-import { admitTool, noteToolResult, settleTool } from "../core/watch.js";
+import type { RunNode } from "../core/node.js";
+import { pausable } from "../core/approval.js";
+import { admitTool, admitToolShared, noteToolResult, settleTool } from "../core/watch.js";
 import { BudgetExceeded } from "../model/outcome.js";
 import { endTool, spanContext, startTool } from "../telemetry/recorder.js";
 
@@ -19,9 +21,11 @@ function gate(name: string, execute: Execute): Execute {
   const budgetedExecute = function budgetedExecute(this: unknown, input: any, options?: any): any {
     const node = currentNode();
     if (node === undefined) return execute.call(this, input, options);
+    const replayed = node.root.approval?.replay(name, input);
+    if (replayed) return Promise.resolve(replayed[0]); // ran before the pause: its recorded result, not a second run
     const callId = typeof options?.toolCallId === "string" ? options.toolCallId : null;
     // admitted already by ai@7's toolApproval (budgetApproval): counted once
-    let reserved = takeAdmission(node, callId) as Amounts;
+    let reserved = takeAdmission(node, callId) as Amounts | undefined;
     if (reserved === undefined) {
       try {
         reserved = admitTool(node, name, input);
@@ -30,9 +34,23 @@ function gate(name: string, execute: Execute): Execute {
         throw exc;
       }
     }
+    const held = reserved;
+    if (node.scopes.length > 0 && Object.keys(held).length > 0) {
+      // a fleet-wide maxToolCalls: the shared ledger answers asynchronously, so the tool runs after it said yes
+      return admitToolShared(node, name, held).then(() => run.call(this, node, input, options, held),
+        (exc: unknown) => (exc instanceof BudgetExceeded ? refusalReason(exc) : Promise.reject(exc)));
+    }
+    return run.call(this, node, input, options, held);
+  };
+  (budgetedExecute as any)[GATED_EXECUTE] = true;
+  return budgetedExecute;
+
+  function run(this: unknown, node: RunNode, input: any, options: any, reserved: Amounts): any {
+    const callId = typeof options?.toolCallId === "string" ? options.toolCallId : null;
     const span = startTool(name, callId, input, spanContext(node.span));
     const ran = (result: unknown): unknown => {
       settleTool(node, name, reserved);
+      if (pausable(node)) node.approvalState().record(name, input, result);
       try {
         noteToolResult(node, name, callId, result);
       } catch {
@@ -60,9 +78,7 @@ function gate(name: string, execute: Execute): Execute {
     }
     if (result !== null && typeof result?.then === "function") return result.then(ran, failed);
     return ran(result);
-  };
-  (budgetedExecute as any)[GATED_EXECUTE] = true;
-  return budgetedExecute;
+  }
 }
 
 /**

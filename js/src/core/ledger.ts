@@ -127,6 +127,12 @@ export interface Ledger {
   settle(reservation: Reservation, actual: Amounts): Promise<void> | void;
   release(reservation: Reservation): Promise<void> | void;
   read(scope: string): Promise<Amounts> | Amounts;
+  /** (A shared store) keep `text` as the authoritative record of a run tree ("tree") or a paused run ("paused"). */
+  putRecord?(scope: string, kind: string, text: string): Promise<void>;
+  /** (A shared store) the record kept by `putRecord`, or null; `refresh` restarts its expiry. */
+  getRecord?(scope: string, kind: string, refresh?: boolean): Promise<string | null>;
+  /** (A shared store) "closed" refuses while unreachable, "open" lets through. */
+  readonly fail?: "closed" | "open";
 }
 
 /** The in-process store: shared scopes for every run of this process (the tightest definition applies). */

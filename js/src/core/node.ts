@@ -3,10 +3,11 @@
  * the tree, how it stops, and the gates every call passes first (run open, depth, time, pending stops).
  */
 import type { Span } from "@opentelemetry/api";
-import { Budget, LIMITS, type Scope, StopReason, isLimitName, type LimitName, type Usage } from "../model/budget.js";
+import { Budget, LIMITS, StopReason, isLimitName, type LimitName, type Usage } from "../model/budget.js";
 import { pyRound } from "../model/format.js";
 import { BudgetExceeded, type RunOutcome } from "../model/outcome.js";
-import { Account, type Refusal, headroom } from "./ledger.js";
+import { ApprovalState, pauseAtLimit } from "./approval.js";
+import { Account, type Amounts, type Refusal, headroom } from "./ledger.js";
 import { ProgressWatch } from "./progress.js";
 
 let ids = 0;
@@ -22,6 +23,13 @@ const GATED: ReadonlySet<string> = new Set([StopReason.REPEAT, StopReason.STALLE
 const EXHAUSTED_AT: Record<string, number> = { steps: 0.5, tool_calls: 0.5 };
 
 export type StopState = [StopReason, RunOutcome["limit"], string];
+
+/** A shared (fleet) scope as a run draws from it: a `Scope`, or a run tree's scope (propagation). */
+export interface SharedScope {
+  readonly name: string;
+  limits(): Amounts;
+  readonly windowSeconds: number | null;
+}
 
 /** A counter that keeps first-seen order, as Python's Counter (most_common breaks ties by that order). */
 export class Counter extends Map<string, number> {
@@ -45,7 +53,7 @@ export class RunNode {
   readonly chain: readonly RunNode[];
   readonly accounts: readonly Account[];
   readonly path: ReadonlySet<number>;
-  readonly started = now();
+  readonly started: number;
   readonly deadline: number;
   readonly stats = { modelCalls: 0, cacheRead: 0, cacheWrite: 0, reasoning: 0, unpriced: 0 };
   readonly toolsRequested = new Counter();
@@ -79,7 +87,15 @@ export class RunNode {
   /** Calls in flight (streams) to settle with the best estimate when the run ends before they do. */
   readonly openCalls = new Set<() => void>();
   /** The shared (fleet) scopes of the chain's budgets, each once (the nearest run's definition). */
-  readonly scopes: readonly Scope[];
+  scopes: readonly SharedScope[] = [];
+  /** Scopes added to a started run (a run tree across processes: propagation). */
+  extraScopes: readonly SharedScope[] = [];
+  /** (root) Approvals, denials and the pending call of the tree (see approval.ts). */
+  approval: ApprovalState | null = null;
+  /** A person declined to raise the limit the run paused at: nothing more is sent. */
+  limitDeclined = false;
+  /** What the code keeps for a resume (`run.checkpoint`). */
+  savedState: unknown = null;
   /** (root) Settles and releases in the shared ledger not answered yet: the run awaits them when it ends. */
   readonly sharedPending = new Set<Promise<void>>();
   /** (root) Reservations a shared ledger let through without its cap (fail "open" while unreachable). */
@@ -87,7 +103,9 @@ export class RunNode {
   /** The wrap-up a refused call answered with, and the state it described (see run.ts close()). */
   refused: { reason: StopReason; key: string; text: string } | null = null;
 
-  constructor(readonly name: string, readonly budget: Budget, readonly parent: RunNode | null) {
+  /** `offset`: seconds of run time already spent (a resumed run goes on counting its time). */
+  constructor(readonly name: string, readonly budget: Budget, readonly parent: RunNode | null, offset = 0) {
+    this.started = now() - offset;
     this.root = parent !== null ? parent.root : this;
     this.depth = parent !== null ? parent.depth + 1 : 1;
     this.account = new Account(budget.limits(), name);
@@ -100,11 +118,26 @@ export class RunNode {
     }
     this.deadline = deadline;
     this.depthRefused = this.depthExceeded();
-    const scopes = new Map<string, Scope>();
-    for (const n of this.chain) if (n.budget.scope !== null && !scopes.has(n.budget.scope.name)) {
-      scopes.set(n.budget.scope.name, n.budget.scope);
+    this.addScopes([]);
+  }
+
+  /** Draw from more shared scopes from now on (the chain's own scopes first, each name once). */
+  addScopes(extra: readonly SharedScope[]): void {
+    this.extraScopes = [...this.extraScopes, ...extra];
+    const scopes = new Map<string, SharedScope>();
+    for (const n of this.chain) {
+      for (const scope of [n.budget.scope, ...n.extraScopes]) {
+        if (scope !== null && !scopes.has(scope.name)) scopes.set(scope.name, scope);
+      }
     }
     this.scopes = [...scopes.values()];
+  }
+
+  /** The tree's approval state, made on first use. */
+  approvalState(): ApprovalState {
+    const root = this.root;
+    if (root.approval === null) root.approval = new ApprovalState();
+    return root.approval;
   }
 
   private depthExceeded(): string | null {
@@ -173,7 +206,10 @@ export class RunNode {
   // --- stops -----------------------------------------------------------------------------------------
 
   /** Record that the run stops (the first stop wins) and return the BudgetExceeded to throw. */
-  stop(reason: StopReason, limit: RunOutcome["limit"], detail: string, by: RunNode | null = null): BudgetExceeded {
+  stop(reason: StopReason, limit: RunOutcome["limit"], detail: string, by: RunNode | null = null, pausable = true,
+  ): BudgetExceeded {
+    // under onLimit "pause", a stop at one of the owner's own limits is a pause for a person's decision
+    if (pausable && this.stopState === null) [reason, detail] = pauseAtLimit(this, reason, limit, detail, by ?? this);
     if (this.stopState === null) this.stopState = [reason, limit, detail];
     if (by !== null && by !== this) {
       for (const node of this.chain.slice(1)) {
@@ -194,7 +230,8 @@ export class RunNode {
   }
 
   refusalError(refusal: Refusal, what: string, shared = false): BudgetExceeded {
-    const named = shared ? this.chain.filter((n) => n.budget.scope?.name === refusal.scope) : [];
+    const named = shared ? this.chain.filter((n) => [n.budget.scope, ...n.extraScopes]
+      .some((s) => s?.name === refusal.scope)) : [];
     const by = shared ? named[named.length - 1] ?? this : this.chain.find((n) => n.account === refusal.account) ?? this;
     if (!(refusal.dim in DIM_REASON) && refusal.message) {
       return this.stop(StopReason.ERROR, null, `${what} was not sent: ${refusal.message}.`, by);
@@ -203,7 +240,7 @@ export class RunNode {
     const where = shared ? ` of the shared budget '${refusal.scope}'`
       : refusal.scope && refusal.scope !== this.name ? ` of run '${refusal.scope}'` : "";
     const detail = `${what} was not sent: it would exceed ${field}${where} (${refusal.describe()}).`;
-    return this.stop(reason, field as LimitName, detail, by);
+    return this.stop(reason, field as LimitName, detail, by, !shared);
   }
 
   /**
@@ -231,9 +268,9 @@ export class RunNode {
         + (a.budget.maxSeconds ?? 0) ? b : a), timed[0] ?? this);
       throw this.stop(StopReason.TIME, "max_seconds", `${what} was not sent: the run's time is up.`, owner);
     }
-    if (this.stopState !== null && GATED.has(this.stopState[0])) {
+    if (this.stopState !== null && (GATED.has(this.stopState[0]) || this.limitDeclined)) {
       const [reason, limit, detail] = this.stopState;
-      if (counted && reason === StopReason.TOOL_CALLS) return;
+      if (counted && reason === StopReason.TOOL_CALLS && !this.limitDeclined) return;
       throw this.stop(reason, limit, detail);
     }
   }

@@ -3,7 +3,7 @@
  * Python's `genai-prices` (core/pricing.py). Lookups are cached per (provider, model). Unknown is `null`, never $0.
  */
 import { calcPrice } from "@pydantic/genai-prices";
-import { type Price, checkPrice, priceCost } from "../model/budget.js";
+import { type Price, checkPrice, priceCost } from "../model/price.js";
 
 /** Our provider names -> genai-prices provider ids. */
 const PROVIDER_IDS: Record<string, string> = { openai: "openai", anthropic: "anthropic", "gcp.gemini": "google",

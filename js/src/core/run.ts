@@ -3,16 +3,23 @@
  * that draw from their ancestors' budgets too; a refused call ends the run gracefully with its outcome.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
-import { context } from "@opentelemetry/api";
+import { type Context, context } from "@opentelemetry/api";
 import { Budget, type BudgetOptions, StopReason, type Usage } from "../model/budget.js";
 import { BudgetExceeded, type RunOutcome } from "../model/outcome.js";
 import { endRun, spanContext, startRun } from "../telemetry/recorder.js";
 import { deadlineStop, releaseSignal, runSignal } from "./deadline.js";
 import { RunNode } from "./node.js";
+import { seal } from "./trust.js";
 import { sharedSettled } from "./shared.js";
 import { templateWrapUp } from "./wrapup.js";
 
 const storage = new AsyncLocalStorage<RunNode>();
+const nodes = new WeakMap<object, RunNode>();
+
+/** The node of a run handle (undefined for anything else). @internal */
+export function nodeOf(run: Run): RunNode | undefined {
+  return nodes.get(run);
+}
 
 /** The run the calling code is in (undefined outside any run). */
 export function currentNode(): RunNode | undefined {
@@ -36,6 +43,18 @@ export interface Run {
    * `time`, and no retry is sent past it).
    */
   readonly signal: AbortSignal;
+  /** Keep `state` (JSON data, e.g. the messages so far) for a resume: a pause carries it as `paused.state`. */
+  checkpoint(state: unknown): void;
+}
+
+/** How a run starts besides its name and budget (a resumed or attached run). @internal */
+export interface RunStart {
+  /** Seconds of run time already spent. */
+  offset?: number;
+  /** Called with the new node before its span starts; may return the span's parent context (a root run). */
+  prepare?: (node: RunNode) => Context | undefined;
+  /** Fields added to the handle given to `fn`. */
+  extras?: Record<string, unknown>;
 }
 
 export interface RunOptions {
@@ -73,10 +92,18 @@ export async function run<T>(name: string, options: RunOptions | Budget | undefi
   }
   const given = options instanceof Budget ? options : options?.budget;
   const budget = given instanceof Budget ? given : new Budget(given ?? {});
+  return runTree(name, budget, fn, {});
+}
+
+/** @internal `run()` with a start of its own (resume, attachRun). */
+export async function runTree<T, R extends Run>(name: string, budget: Budget, fn: (run: R) => Promise<T> | T,
+  start: RunStart): Promise<RunResult<T>> {
   const parent = storage.getStore() ?? null;
-  const node = new RunNode(name, budget, parent);
-  const span = startRun(node);
-  const handle: Run = {
+  const node = new RunNode(name, budget, parent, start.offset ?? 0);
+  const parentContext = start.prepare?.(node);
+  const span = parentContext !== undefined && parent === null
+    ? context.with(parentContext, () => startRun(node)) : startRun(node);
+  const handle = {
     name, budget, depth: node.depth,
     usage: () => node.usage(),
     allows: () => node.allows(),
@@ -86,7 +113,12 @@ export async function run<T>(name: string, options: RunOptions | Budget | undefi
     get signal() {
       return runSignal(node);
     },
-  };
+    checkpoint: (state: unknown) => {
+      node.savedState = state;
+    },
+    ...start.extras,
+  } as unknown as R;
+  nodes.set(handle, node);
   let result: T | undefined;
   let error: unknown;
   let failed = false;
@@ -99,6 +131,9 @@ export async function run<T>(name: string, options: RunOptions | Budget | undefi
   releaseSignal(node);
   const ours = failed && error instanceof BudgetExceeded && error.runPath.has(node.id);
   const outcome = close(node, failed ? error : undefined, failed, ours);
+  if (outcome.stopReason === StopReason.AWAITING_APPROVAL) {
+    outcome.paused = await seal(node.approvalState().pausedRun(node));
+  }
   await sharedSettled(node);
   endRun(node, span);
   warnUnbudgeted(node);

@@ -6,8 +6,15 @@ import { StopReason, plural } from "../model/budget.js";
 import { canonicalArguments } from "../model/signatures.js";
 import { type Amounts, reserve, settle, take } from "./ledger.js";
 import { checkNear } from "./near.js";
-import { chargeShared } from "./shared.js";
+import { chargeShared, reserveShared, settleShared } from "./shared.js";
 import type { RunNode } from "./node.js";
+import { ApprovalState } from "./approval.js";
+
+/** The tree's approval state when a policy or a decision applies (null: no approvals in this run). */
+function approvals(node: RunNode): ApprovalState | null {
+  if (node.root.approval === null && ApprovalState.policies(node).length === 0) return null;
+  return node.approvalState();
+}
 import { findCycle } from "./progress.js";
 
 /** A tool call the model asked for: name, arguments (JSON text or value), call id. */
@@ -40,7 +47,9 @@ export function recordToolRequests(node: RunNode, calls: ToolRequest[]): void {
   // the tools of a child count in every ancestor's record (the wrap-up lists the tree's)
   for (const n of node.chain) for (const [name] of calls.slice(0, counted)) n.toolsRequested.add(name);
   if (refused > 0) for (const n of node.chain) n.toolCallsRefused += refused;
+  const approval = approvals(node);
   for (const [index, [name, args, callId]] of calls.entries()) {
+    approval?.onRequest(node, name, args, callId ?? null);
     if (index < counted) node.pendingTools.add(name); // counted: its execution is not counted again
     const key = `${name}\u0000${canonicalArguments(args)}`;
     node.requestStreak = key === node.lastRequest ? node.requestStreak + 1 : 1;
@@ -67,6 +76,7 @@ export function admitTool(node: RunNode, name: string, args: unknown): Amounts {
   const what = `the tool ${name}`;
   // a request counted within maxToolCalls still runs when others of its response went over the cap
   node.checkGates(what, (node.pendingTools.get(name) ?? 0) > 0);
+  approvals(node)?.onExecute(node, name, args);
   const key = `${name}\u0000${canonicalArguments(args)}`;
   const streak = key === node.lastExec ? node.execStreak + 1 : 1;
   const limit = node.repeatLimit(name);
@@ -94,9 +104,25 @@ export function admitTool(node: RunNode, name: string, args: unknown): Amounts {
   return amounts;
 }
 
+/**
+ * The fleet check of a tool execution admitted by `admitTool`: what it reserved must fit in every shared scope
+ * of the chain too (a fleet-wide maxToolCalls); throws BudgetExceeded after giving the reservation back. The
+ * execution is charged there when it settles.
+ */
+export async function admitToolShared(node: RunNode, name: string, reserved: Amounts): Promise<void> {
+  if (node.scopes.length === 0 || Object.keys(reserved).length === 0) return;
+  try {
+    settleShared(node, await reserveShared(node, reserved, `the tool ${name}`), {});
+  } catch (exc) {
+    settle(node.accounts, reserved, {});
+    throw exc;
+  }
+}
+
 /** A tool admitted by `admitTool` ran (or failed): count it. */
 export function settleTool(node: RunNode, name: string, reserved: Amounts): void {
   settle(node.accounts, reserved, reserved);
+  if (Object.keys(reserved).length > 0) chargeShared(node, reserved);
   for (const n of node.chain) n.toolsExecuted.add(name);
   checkNear(node);
 }

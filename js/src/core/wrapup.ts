@@ -77,7 +77,11 @@ export function templateWrapUp(node: RunNode, outcome: RunOutcome): string {
     + `output tokens, ${cost}, ${pyFixed(u.seconds, 1)} s; tools: ${toolText}.`;
   if (outcome.stopReason === StopReason.DONE) return `Completed: ${done}`;
   if (outcome.stopReason === StopReason.STALLED) return stalled(node, outcome, done);
-  const head = REASON_TEXT[outcome.stopReason] ?? limitLine(node, outcome);
+  let head = REASON_TEXT[outcome.stopReason] ?? limitLine(node, outcome);
+  if (outcome.stopReason === StopReason.AWAITING_APPROVAL && isLimitName(outcome.limit)) {
+    head = `Paused: the run reached ${outcome.limit} (${usedOf(node, outcome, outcome.limit)}) and waits for a `
+      + `person's decision: resume it with a larger ${outcome.limit} to go on, or decline to end it.`;
+  }
   const parts = [head, "The task is NOT complete; whatever the run produced so far is partial.",
     `Done so far: ${done}`];
   if (outcome.stopReason === StopReason.INCOMPLETE && outcome.detail) {

@@ -32,6 +32,9 @@ export interface RedisClient {
   evalsha(sha: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>;
   eval(script: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>;
   del(...keys: string[]): Promise<unknown>;
+  set(key: string, value: string, px: "PX", ms: number): Promise<unknown>;
+  get(key: string): Promise<string | null>;
+  pexpire(key: string, ms: number): Promise<unknown>;
   quit?(): Promise<unknown>;
   disconnect?(): void;
 }
@@ -55,6 +58,8 @@ export interface RedisLedgerOptions {
   settleMemory?: number;
   /** Idle seconds after which the keys of an ad-hoc run-tree scope (`run:...`) expire (default 86400). */
   treeTtl?: number;
+  /** Seconds the record of a paused run is kept: a paused run is resumable that long (default 30 days). */
+  pausedTtl?: number;
 }
 
 function script(name: string): { text: string } {
@@ -125,6 +130,7 @@ export class RedisLedger implements Ledger {
   private readonly ttlMs: number;
   private readonly rememberMs: number;
   private readonly treeMs: number;
+  private readonly pausedMs: number;
   private readonly retryMs: number;
   private readonly scripts = { reserve: script("reserve"), settle: script("settle"), read: script("read") };
   private readonly node = randomBytes(6).toString("hex");
@@ -156,6 +162,7 @@ export class RedisLedger implements Ledger {
     this.ttlMs = Math.trunc(ttl * 1000);
     this.rememberMs = Math.trunc(Math.max(opts.settleMemory ?? 600, ttl) * 1000);
     this.treeMs = Math.trunc((opts.treeTtl ?? 86400) * 1000);
+    this.pausedMs = Math.trunc((opts.pausedTtl ?? 30 * 86400) * 1000);
     this.retryMs = (opts.retryInterval ?? 1) * 1000;
     this.client = opts.client ?? null;
   }
@@ -164,6 +171,38 @@ export class RedisLedger implements Ledger {
   keys(scope: string): string[] {
     const base = `{${this.prefix}:${scope}}`;
     return ["used", "held", "res", "exp", "done", "def"].map((k) => `${base}:${k}`);
+  }
+
+  /** The key of a record kept beside a scope's counters (same hash tag): `{prefix:scope}:kind`. */
+  recordKey(scope: string, kind: string): string {
+    return `{${this.prefix}:${scope}}:${kind}`;
+  }
+
+  /**
+   * Keep `text` (canonical JSON) as the authoritative record of a run tree ("tree") or a paused run ("paused"),
+   * as Python's `put_record`; it expires after `treeTtl` or `pausedTtl`. Throws LedgerUnavailable.
+   */
+  async putRecord(scope: string, kind: string, text: string): Promise<void> {
+    try {
+      const client = await this.connection();
+      await client.set(this.recordKey(scope, kind), text, "PX", Math.max(1, kind === "paused" ? this.pausedMs
+        : this.treeMs));
+    } catch (exc) {
+      throw new LedgerUnavailable(this.unreachable(exc));
+    }
+  }
+
+  /** The record kept by `putRecord`, or null; `refresh` restarts its expiry (a tree in use). */
+  async getRecord(scope: string, kind: string, refresh = false): Promise<string | null> {
+    const key = this.recordKey(scope, kind);
+    try {
+      const client = await this.connection();
+      const value = await client.get(key);
+      if (refresh && value !== null) await client.pexpire(key, Math.max(1, kind === "paused" ? this.pausedMs : this.treeMs));
+      return value === null ? null : String(value);
+    } catch (exc) {
+      throw new LedgerUnavailable(this.unreachable(exc));
+    }
   }
 
   private async connection(): Promise<RedisClient> {

@@ -1,5 +1,7 @@
 /** Budget and its limits, stop reasons, prices and usage: the data a run is given and counts (model/budget.py). */
 import { pyFixed, pyInt, pyRound } from "./format.js";
+import { ApprovalPolicy, type ApprovalPolicyOptions, type ApprovalPredicate } from "./policy.js";
+import { Num } from "./signatures.js";
 
 /** Why a run ended. `done` is the only reason that means the work is complete. Same strings as Python. */
 export const StopReason = {
@@ -84,6 +86,10 @@ export interface BudgetOptions {
   autoMaxTokens?: boolean;
   /** A budget shared by many runs (a fleet), held in the ledger given to `instrument({ ledger })`. */
   scope?: Scope | ScopeOptions | null;
+  /** "pause": a call refused by one of this run's limits pauses the run (`awaiting_approval`) for a person. */
+  onLimit?: "stop" | "pause";
+  /** Tool calls that need a person's yes before they run: tool names, a predicate or an ApprovalPolicy. */
+  approve?: string | readonly string[] | ApprovalPredicate | ApprovalPolicy | ApprovalPolicyOptions | null;
 }
 
 /** What `new Scope({...})` takes (Python's `Scope`, camelCase). */
@@ -161,10 +167,11 @@ const INT_FIELDS = ["maxSteps", "maxToolCalls", "maxInputTokens", "maxOutputToke
   "maxStalls", "maxDepth"] as const;
 const FLOAT_FIELDS = ["maxSeconds", "maxUsd"] as const;
 const BOOL_FIELDS = ["confirmDone", "strict", "autoMaxTokens"] as const;
-const KNOWN = new Set<string>([...INT_FIELDS, ...FLOAT_FIELDS, ...BOOL_FIELDS, "near", "polls", "scope"]);
+const KNOWN = new Set<string>([...INT_FIELDS, ...FLOAT_FIELDS, ...BOOL_FIELDS, "near", "polls", "scope", "onLimit",
+  "approve"]);
 /** Python fields the TypeScript package does not have yet: named in the error so nobody thinks they apply. */
 const LATER: Record<string, string> = {
-  onLimit: "pausing at a limit", approve: "approvals", wrapUp: "model-written wrap-ups",
+  wrapUp: "model-written wrap-ups",
 };
 
 /** The Python spelling of a TypeScript field, as the contract (and Python's errors) name it: maxUsd -> max_usd. */
@@ -182,7 +189,7 @@ export class BudgetValidationError extends TypeError {
   }
 }
 
-function show(value: unknown): string {
+export function show(value: unknown): string {
   if (typeof value === "string") return JSON.stringify(value);
   if (typeof value === "number" || typeof value === "boolean" || value === null || value === undefined) {
     return String(value);
@@ -241,6 +248,10 @@ export class Budget implements BudgetLimits {
   readonly strict: boolean;
   readonly autoMaxTokens: boolean;
   readonly scope: Scope | null;
+  readonly onLimit: "stop" | "pause";
+  readonly approve: ApprovalPolicy | null;
+  /** The fields given (Python's `model_fields_set`): a resume keeps `onLimit: "pause"` unless it was given. */
+  readonly given: ReadonlySet<string>;
 
   constructor(options: BudgetOptions = {}) {
     if (options === null || typeof options !== "object" || Array.isArray(options)) {
@@ -281,6 +292,17 @@ export class Budget implements BudgetLimits {
     const scope = given.scope;
     this.scope = scope === undefined || scope === null ? null
       : scope instanceof Scope ? scope : new Scope(scope as ScopeOptions);
+    if (given.onLimit !== undefined && given.onLimit !== "stop" && given.onLimit !== "pause") {
+      throw new BudgetValidationError("onLimit", `Budget onLimit=${show(given.onLimit)}: give "stop" (the default) `
+        + `or "pause" (a call refused by a limit pauses the run for a person's decision)`);
+    }
+    this.onLimit = given.onLimit === "pause" ? "pause" : "stop";
+    try {
+      this.approve = ApprovalPolicy.coerce(given.approve);
+    } catch (exc) {
+      throw new BudgetValidationError("approve", `Budget ${(exc as Error).message}`);
+    }
+    this.given = new Set(Object.keys(given).filter((k) => given[k] !== undefined));
     const total = this.maxTotalTokens;
     if (total !== null) {
       for (const field of ["maxInputTokens", "maxOutputTokens"] as const) {
@@ -302,6 +324,34 @@ export class Budget implements BudgetLimits {
       if (value !== null && dim !== "seconds") out[dim] = value;
     }
     return out;
+  }
+
+  /**
+   * The fields that differ from the defaults, as Python names and types them (`model_dump(mode="json",
+   * exclude_defaults=True)` without `approve` and `scope`): what a paused run keeps.
+   */
+  dump(): Record<string, unknown> {
+    const out: Record<string, unknown> = {};
+    for (const field of INT_FIELDS) {
+      const value = this[field];
+      const dflt = field === "maxRepeats" || field === "maxStalls" ? 3 : null;
+      if (value !== dflt) out[snakeCase(field)] = value;
+    }
+    for (const field of FLOAT_FIELDS) if (this[field] !== null) out[snakeCase(field)] = Num.float(this[field] as number);
+    if (Object.keys(this.polls).length > 0) out.polls = { ...this.polls };
+    if (this.confirmDone) out.confirm_done = true;
+    if (this.onLimit !== "stop") out.on_limit = this.onLimit;
+    if (this.near !== 0.8) out.near = Num.float(this.near);
+    if (!this.autoMaxTokens) out.auto_max_tokens = false;
+    if (this.strict) out.strict = true;
+    return out;
+  }
+
+  /** The same budget with `options` replaced. */
+  with(options: BudgetOptions): Budget {
+    const base: Record<string, unknown> = {};
+    for (const key of this.given) base[key] = (this as unknown as Record<string, unknown>)[key];
+    return new Budget({ ...base, ...options } as BudgetOptions);
   }
 
   /** The value of a limit by its contract name (`max_usd`). */
@@ -334,50 +384,6 @@ function checkPolls(value: unknown): Record<string, number> {
     out[tool] = limit;
   }
   return out;
-}
-
-/** A cost in US dollars, or a BudgetValidationError naming `what` (NaN, infinite, negative: no cost). */
-export function checkCost(value: unknown, what: string): number {
-  if (typeof value !== "number") {
-    throw new BudgetValidationError(what, `${what}=${show(value)} is not a number of US dollars; give a finite `
-      + "amount >= 0, e.g. 0.002");
-  }
-  if (!Number.isFinite(value) || value < 0) {
-    throw new BudgetValidationError(what, `${what}=${value} is not a cost: give a finite amount of US dollars >= 0 `
-      + "(e.g. 0.002); a NaN, infinite or negative cost would switch the money cap off");
-  }
-  return value;
-}
-
-/** Prices of one model in US dollars per million tokens (cache prices default to the input price). */
-export interface Price {
-  inputPerMtok: number;
-  outputPerMtok: number;
-  cacheReadPerMtok?: number | null;
-  cacheWritePerMtok?: number | null;
-}
-
-export function checkPrice(price: unknown, what: string): Price {
-  if (price === null || typeof price !== "object") {
-    throw new BudgetValidationError(what, `${what}=${show(price)}: give { inputPerMtok, outputPerMtok } in US dollars `
-      + "per million tokens");
-  }
-  const p = price as Record<string, unknown>;
-  const out: Price = {
-    inputPerMtok: checkCost(p.inputPerMtok, `${what}.inputPerMtok`),
-    outputPerMtok: checkCost(p.outputPerMtok, `${what}.outputPerMtok`),
-  };
-  if (p.cacheReadPerMtok != null) out.cacheReadPerMtok = checkCost(p.cacheReadPerMtok, `${what}.cacheReadPerMtok`);
-  if (p.cacheWritePerMtok != null) out.cacheWritePerMtok = checkCost(p.cacheWritePerMtok, `${what}.cacheWritePerMtok`);
-  return out;
-}
-
-/** Cost of a call (Price.cost in Python, the same arithmetic in the same order); input includes cached tokens. */
-export function priceCost(price: Price, input: number, output: number, cacheRead = 0, cacheWrite = 0): number {
-  const fresh = Math.max(0, input - cacheRead - cacheWrite);
-  const read = price.cacheReadPerMtok ?? price.inputPerMtok;
-  const write = price.cacheWritePerMtok ?? price.inputPerMtok;
-  return (fresh * price.inputPerMtok + cacheRead * read + cacheWrite * write + output * price.outputPerMtok) / 1e6;
 }
 
 /** What a run tree consumed (Python's Usage, camelCase). */

@@ -1,5 +1,6 @@
 /** How a run ended (RunOutcome) and the errors a refused call carries (model/outcome.py). */
 import type { LimitName, StopReason, Usage } from "./budget.js";
+import type { PausedRun } from "./paused.js";
 
 /** How a run ended: the reason, the limit that stopped it, what it used, and an honest wrap-up. */
 export interface RunOutcome {
@@ -15,6 +16,8 @@ export interface RunOutcome {
   detail: string;
   /** Whether the run ended `done`. */
   completed: boolean;
+  /** For `awaiting_approval`: the paused run to give to `resume()` (store it with `paused.json()`). */
+  paused?: PausedRun | null;
 }
 
 /** A model or tool call refused before it was sent: `run()` ends its run gracefully with this outcome. */

@@ -9,10 +9,20 @@ import { pyFloatRepr } from "./format.js";
 const DIGITS = 16;
 
 /** A JSON number as its text said it: an int (Python int) or a float (Python float). */
-class Num {
+export class Num {
   constructor(readonly text: string) {}
+  /** A number Python holds as a float (a float field): written `2.0`, `1e-05`, as Python's repr. */
+  static float(value: number): Num {
+    return new Num(pyFloatRepr(value));
+  }
+  get value(): number {
+    return Number(this.text);
+  }
+  get isInt(): boolean {
+    return /^-?\d+$/.test(this.text);
+  }
   canonical(): string {
-    if (/^-?\d+$/.test(this.text)) return BigInt(this.text).toString();
+    if (this.isInt) return BigInt(this.text).toString();
     return pyFloatRepr(Number(this.text));
   }
 }
@@ -77,21 +87,30 @@ function compareCodePoints(a: string, b: string): number {
 const ESCAPES: Record<string, string> = { '"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t",
   "\b": "\\b", "\f": "\\f" };
 
-/** A string as Python's json.dumps writes it (ensure_ascii=True). */
-function quote(text: string): string {
+/** A string as Python's json.dumps writes it (ensure_ascii=True; with `ascii` false, non-ASCII as it is). */
+function quote(text: string, ascii = true): string {
   let out = '"';
   for (let i = 0; i < text.length; i++) {
     const ch = text[i];
     const code = text.charCodeAt(i);
     const esc = ESCAPES[ch];
     if (esc !== undefined) out += esc;
-    else if (code < 0x20 || code > 0x7e) out += `\\u${code.toString(16).padStart(4, "0")}`;
+    else if (code < 0x20 || (ascii && code > 0x7e)) out += `\\u${code.toString(16).padStart(4, "0")}`;
     else out += ch;
   }
   return `${out}"`;
 }
 
-function dump(value: unknown, seen: Set<object>): string {
+/**
+ * Python's `json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`: the canonical JSON of
+ * state that leaves the process (model/trust.py). A `Num` keeps a number's Python type; a plain whole number is
+ * an int, any other number a float. Throws on a circular value.
+ */
+export function canonicalJson(value: unknown): string {
+  return dump(value, new Set(), false);
+}
+
+function dump(value: unknown, seen: Set<object>, ascii = true): string {
   if (value === null || value === undefined) return "null";
   if (value === true) return "true";
   if (value === false) return "false";
@@ -100,20 +119,20 @@ function dump(value: unknown, seen: Set<object>): string {
     return Number.isInteger(value) && !Object.is(value, -0) ? BigInt(value).toString() : pyFloatRepr(value);
   }
   if (typeof value === "bigint") return value.toString();
-  if (typeof value === "string") return quote(value);
-  if (typeof value !== "object") return quote(String(value));
+  if (typeof value === "string") return quote(value, ascii);
+  if (typeof value !== "object") return quote(String(value), ascii);
   if (seen.has(value)) throw new Error("circular");
   seen.add(value);
   try {
-    if (Array.isArray(value)) return `[${value.map((v) => dump(v, seen)).join(",")}]`;
+    if (Array.isArray(value)) return `[${value.map((v) => dump(v, seen, ascii)).join(",")}]`;
     if (value instanceof Map) value = Object.fromEntries(value);
     else if (value instanceof Date || !isPlain(value)) {
       const json = (value as { toJSON?: () => unknown }).toJSON;
-      return typeof json === "function" ? dump(json.call(value), seen) : quote(String(value));
+      return typeof json === "function" ? dump(json.call(value), seen, ascii) : quote(String(value), ascii);
     }
     const obj = value as Record<string, unknown>;
     const keys = Object.keys(obj).filter((k) => obj[k] !== undefined).sort(compareCodePoints);
-    return `{${keys.map((k) => `${quote(k)}:${dump(obj[k], seen)}`).join(",")}}`;
+    return `{${keys.map((k) => `${quote(k, ascii)}:${dump(obj[k], seen, ascii)}`).join(",")}}`;
   } finally {
     seen.delete(value as object);
   }
@@ -125,7 +144,7 @@ function isPlain(value: object): boolean {
 }
 
 /** JSON.parse that keeps each number's text (so `1.0` stays a float, as in Python), duplicates: the last wins. */
-function parseJson(text: string): unknown {
+export function parseJson(text: string): unknown {
   let i = 0;
   const ws = () => {
     while (i < text.length && " \t\n\r".includes(text[i])) i++;
