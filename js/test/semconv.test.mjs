@@ -34,6 +34,8 @@ test("no module but semconv.ts spells a span, attribute or metric name", () => {
     if (!String(file).endsWith(".ts") || String(file).endsWith("semconv.ts")) continue;
     readFileSync(join(src, String(file)), "utf8").split("\n").forEach((line, i) => {
       if (/^\s*(\*|\/\*|\/\/)/.test(line)) return; // a comment may name what it explains
+      // the field of a paused run or token an InvalidRunState names is the stored format's (tests/vectors pins it)
+      if (/new InvalidRunState\(/.test(line)) return;
       assert.ok(!spelled.test(line), `${file}:${i + 1} spells a name; take it from telemetry/semconv.ts: ${line.trim()}`);
     });
     files += 1;

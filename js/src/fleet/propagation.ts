@@ -21,6 +21,7 @@ import { recordStore } from "../core/trust.js";
 import { Budget, type BudgetOptions, LIMITS } from "../model/budget.js";
 import { pyRound } from "../model/format.js";
 import { Num } from "../model/signatures.js";
+import * as sc from "../telemetry/semconv.js";
 import { InvalidRunState, amount, canonical } from "../model/trust.js";
 import { type TokenPayload, decodeToken, encodeToken, limitsOf, scopeOf } from "./tokens.js";
 
@@ -196,7 +197,7 @@ export async function treeUsage(token: string): Promise<Record<string, number>> 
 }
 
 /** The W3C baggage entry that carries the token in `injectRun` / `extractRun` (as Python's). */
-export const BAGGAGE_KEY = "otel_budget.run";
+export const BAGGAGE_KEY = sc.BAGGAGE_RUN;
 
 /**
  * Put the current trace context (`traceparent`) and the run token (W3C `baggage`, entry `otel_budget.run`) into
