@@ -1,0 +1,106 @@
+"""The README's blocks that are not Python (those are run by test_docs_snippets.py): the zero-code quick start runs
+as written, with an app that never imports otel_budget, and the demo table is what `make demo` prints."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from otel_budget.demo import rows as demo
+from otel_budget.testing import ScriptedLLM, ToolCall, Turn
+
+README = (Path(__file__).parents[1] / "README.md").read_text()
+
+# A LangGraph agent with no line of otel_budget: the budget comes from OTEL_BUDGET_DEFAULT alone.
+APP = textwrap.dedent("""
+    from langchain.agents import create_agent
+    from langchain_core.tools import tool
+    from langchain_openai import ChatOpenAI
+
+    @tool
+    def search(query: str) -> str:
+        \"\"\"Search the archive.\"\"\"
+        return f"nothing found for {query}"
+
+    agent = create_agent(ChatOpenAI(model="gpt-4o", max_retries=0), [search], name="archivist")
+    out = agent.invoke({"messages": [{"role": "user", "content": "Find the 2019 invoices."}]},
+                       {"recursion_limit": 500})
+    print("LAST:", out["messages"][-1].content)
+""")
+
+
+def _blocks(lang: str) -> list[str]:
+    return re.findall(r"^```" + lang + r"\n(.*?)^```", README, re.S | re.M)
+
+
+class _Collector(BaseHTTPRequestHandler):
+    """An OTLP/HTTP receiver on loopback: keeps every span it is sent."""
+
+    spans: list = []
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        if self.path == "/v1/traces":
+            request = ExportTraceServiceRequest()
+            request.ParseFromString(body)
+            for resource in request.resource_spans:
+                for scope in resource.scope_spans:
+                    type(self).spans.extend((scope.scope.name, s) for s in scope.spans)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_the_zero_code_quick_start_runs_as_written(tmp_path: Path) -> None:
+    block = next(b for b in _blocks("bash") if "opentelemetry-instrument python app.py" in b)
+    assert "http://localhost:4318" in block and "OTEL_BUDGET_DEFAULT" in block
+    collector = ThreadingHTTPServer(("127.0.0.1", 0), _Collector)
+    threading.Thread(target=collector.serve_forever, daemon=True).start()
+    bindir = Path(sys.executable).parent
+    script = "\n".join(line for line in block.splitlines() if not line.startswith("pip install"))  # installed here
+    script = script.replace("http://localhost:4318", f"http://127.0.0.1:{collector.server_address[1]}")
+    script = script.replace("opentelemetry-instrument python", f"{bindir}/opentelemetry-instrument {sys.executable}")
+    (tmp_path / "app.py").write_text(APP)
+    try:
+        with ScriptedLLM() as llm:
+            # a search that never finds anything, with a new query every time: no repeat, no stall (each result
+            # differs), so only the default budget's max_steps ends it
+            llm.responder = lambda request: Turn(
+                tool_calls=[ToolCall("search", {"query": f"invoices 2019 page {len(llm.requests)}"})])
+            env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "OPENAI_API_KEY": "offline",
+                   "OPENAI_BASE_URL": llm.openai_base_url}
+            done = subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, env=env, capture_output=True,
+                                  text=True, timeout=180)
+            sent = len(llm.requests)
+    finally:
+        collector.shutdown()
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sent == 25, sent  # max_steps of OTEL_BUDGET_DEFAULT, counted at the server
+    assert "LAST: Stopped at a limit: max_steps" in done.stdout, done.stdout[-2000:]
+    runs = [s for _, s in _Collector.spans if s.name == "invoke_agent archivist"]
+    assert len(runs) == 1, [s.name for s in _Collector.spans]
+    attrs = {a.key: a.value.string_value for a in runs[0].attributes}
+    assert attrs["stop.reason"] == "steps", attrs
+    import collections
+    print(collections.Counter((n, s.name) for n, s in _Collector.spans))
+    assert sum(s.name.startswith("chat ") for s in _Collector.spans) == 25
+
+
+def test_the_demo_table_is_what_make_demo_prints(capsys) -> None:  # type: ignore[no-untyped-def]
+    table = next(b for b in _blocks("") if b.startswith("run ") and "stop reason" in b)
+    assert demo.main([]) == 0
+    printed = [line.rstrip() for line in capsys.readouterr().out.splitlines()]
+    for line in table.splitlines():
+        assert line.rstrip() in printed, line
