@@ -11,6 +11,7 @@ import textwrap
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
@@ -38,7 +39,9 @@ APP = textwrap.dedent("""
 
 
 def _blocks(lang: str) -> list[str]:
-    return re.findall(r"^```" + lang + r"\n(.*?)^```", README, re.S | re.M)
+    """The README's fenced blocks of `lang` ("" for those with none), each fence paired with the next one."""
+    fences = re.findall(r"^```(\w*)\n(.*?)^```$", README, re.S | re.M)
+    return [body for tag, body in fences if tag == lang]
 
 
 class _Collector(BaseHTTPRequestHandler):
@@ -63,6 +66,23 @@ class _Collector(BaseHTTPRequestHandler):
         pass
 
 
+def _attributes(span: Any) -> dict[str, Any]:
+    return {a.key: getattr(a.value, a.value.WhichOneof("value") or "string_value") for a in span.attributes}
+
+
+def _is_llm(attrs: dict[str, Any]) -> bool:
+    """As Phoenix reads a span: its OpenInference kind when it has one, else the GenAI operation."""
+    if "openinference.span.kind" in attrs:
+        return attrs["openinference.span.kind"] == "LLM"
+    return attrs.get("gen_ai.operation.name") in ("chat", "text_completion", "generate_content")
+
+
+def _tokens(attrs: dict[str, Any]) -> tuple[int, int]:
+    """(input, output) tokens a backend would count on this span, from either convention."""
+    return (attrs.get("gen_ai.usage.input_tokens", attrs.get("llm.token_count.prompt", 0)),
+            attrs.get("gen_ai.usage.output_tokens", attrs.get("llm.token_count.completion", 0)))
+
+
 def test_the_zero_code_quick_start_runs_as_written(tmp_path: Path) -> None:
     block = next(b for b in _blocks("bash") if "opentelemetry-instrument python app.py" in b)
     assert "http://localhost:4318" in block and "OTEL_BUDGET_DEFAULT" in block
@@ -78,7 +98,8 @@ def test_the_zero_code_quick_start_runs_as_written(tmp_path: Path) -> None:
             # a search that never finds anything, with a new query every time: no repeat, no stall (each result
             # differs), so only the default budget's max_steps ends it
             llm.responder = lambda request: Turn(
-                tool_calls=[ToolCall("search", {"query": f"invoices 2019 page {len(llm.requests)}"})])
+                tool_calls=[ToolCall("search", {"query": f"invoices 2019 page {len(llm.requests)}"})],
+                input_tokens=100, output_tokens=7)
             env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "OPENAI_API_KEY": "offline",
                    "OPENAI_BASE_URL": llm.openai_base_url}
             done = subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, env=env, capture_output=True,
@@ -93,9 +114,13 @@ def test_the_zero_code_quick_start_runs_as_written(tmp_path: Path) -> None:
     assert len(runs) == 1, [s.name for s in _Collector.spans]
     attrs = {a.key: a.value.string_value for a in runs[0].attributes}
     assert attrs["stop.reason"] == "steps", attrs
-    import collections
-    print(collections.Counter((n, s.name) for n, s in _Collector.spans))
-    assert sum(s.name.startswith("chat ") for s in _Collector.spans) == 25
+    # Every OpenAI instrumentation installed here is loaded too (OpenInference, OpenLLMetry, OTel genai-openai):
+    # still one token-bearing LLM span per request, and none for the 26th call, which the budget refused.
+    llm_spans = [(scope, s) for scope, s in _Collector.spans if _is_llm(_attributes(s))]
+    counted = [(scope, s.name, _tokens(_attributes(s))) for scope, s in llm_spans if _tokens(_attributes(s)) != (0, 0)]
+    assert len(counted) == len(llm_spans) == sent and {t for _, _, t in counted} == {(100, 7)}, counted
+    refused = [_attributes(s) for _, s in _Collector.spans if s.name.startswith("refused ")]
+    assert all(a["openinference.span.kind"] == "GUARDRAIL" and _tokens(a) == (0, 0) for a in refused), refused
 
 
 def test_the_demo_table_is_what_make_demo_prints(capsys) -> None:  # type: ignore[no-untyped-def]
