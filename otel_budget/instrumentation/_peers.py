@@ -26,7 +26,9 @@ Three rules make one span of the many:
 
 So whichever peers are loaded, the call has exactly one LLM span: ours, or a peer's carrying ours; and a refused
 call has none (at most a guardrail span). OpenLLMetry's Responses spans, opened only after the call returned,
-are covered by the gate as well.
+are covered by the gate as well. Adopting the outermost peer's span and quieting the rest instead would need a
+hook between every two peers (genai-openai cannot be quieted), so the gate is the one place. The HTTP request is
+suppressed only under OpenInference instrumented before us: its quiet call goes straight to the transport.
 """
 
 from __future__ import annotations
