@@ -53,6 +53,7 @@ def _lift() -> None:
 
 
 def _setup(patches: Patches) -> None:
+    _lift()  # a second `apply` of this spec: the gates it put are taken off, not doubled
     _gates[:] = [patches.child()]
     _place()
 
