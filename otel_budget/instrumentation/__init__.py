@@ -32,7 +32,8 @@ TRIGGERS: dict[str, str] = {
     "frameworks.langchain": "langchain_core",
     "frameworks.claude_agent_sdk": "claude_agent_sdk",
     "frameworks.pydantic_ai": "pydantic_ai",
-    "openllmetry": "opentelemetry.instrumentation.openai.v1",  # its Responses spans (see openllmetry.py)
+    # our gates above other instrumentors' wrappers of the same call (see _peers.py, instrumentors.py)
+    "instrumentors": "opentelemetry.instrumentation.instrumentor",
 }
 #: The names `instrumented_libraries()` gives: each module's own name ("openai", "langchain").
 MODULES: tuple[str, ...] = tuple(module.rpartition(".")[2] for module in TRIGGERS)

@@ -35,6 +35,14 @@ class Patches:
     def __init__(self) -> None:
         self._undo: list[tuple[Any, str, Any, Any]] = []
         self._generation = _Generation()
+        self._children: list[Patches] = []
+
+    def child(self) -> Patches:
+        """Patches of their own, to be undone and put back apart from these (see `_peers`); undone first when these
+        are."""
+        child = Patches()
+        self._children.append(child)
+        return child
 
     def wrap(self, owner: Any, name: str, wrapper: Callable[..., Any]) -> bool:
         """Wrap `owner.name` with a wrapt wrapper `(wrapped, instance, args, kwargs)`."""
@@ -83,6 +91,8 @@ class Patches:
             self.replace(owner, name, value)
 
     def undo(self) -> None:
+        while self._children:
+            self._children.pop().undo()
         self._generation.live = False
         self._generation = _Generation()
         while self._undo:

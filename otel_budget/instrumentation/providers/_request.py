@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from ...core import calls, config
 from ...core.in_flight import RoomPending, may_await_room
 from ...telemetry.peers import mark_refused
-from .._peers import is_wrapper, quiet
+from .._peers import sending, touches
 from .._spec import PatchPoint
 from . import _params, _stream_usage
 from ._raw import RawResponse, is_raw
@@ -198,8 +198,8 @@ def sync_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
         send = wrapped
         if call.injected_usage:  # a server may reject the stream_options we added: sent once more without them
             send = _stream_usage.resending(wrapped, guard, lambda: adapter.without_usage(options, guard))
-        if is_wrapper(wrapped):  # another instrumentor's wrapper inside ours: our span is the call's span
-            with quiet():
+        if touches(wrapped):  # another instrumentor's wrapper inside ours, or gated above (see _peers)
+            with sending(wrapped):
                 result = guard.send(send, *args, **kwargs)
         else:
             result = guard.send(send, *args, **kwargs)
@@ -221,8 +221,8 @@ def async_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
         send = wrapped
         if call.injected_usage:
             send = _stream_usage.aresending(wrapped, guard, lambda: adapter.without_usage(options, guard))
-        if is_wrapper(wrapped):
-            with quiet():
+        if touches(wrapped):
+            with sending(wrapped):
                 result = await guard.asend(send, *args, **kwargs)
         else:
             result = await guard.asend(send, *args, **kwargs)
