@@ -5,11 +5,19 @@
 import assert from "node:assert/strict";
 import { after, before, beforeEach, test } from "node:test";
 import { createOpenAI } from "@ai-sdk/openai";
-import { generateText, wrapLanguageModel } from "ai";
-import { budgeted, instrument, run } from "otel-budget";
+import { generateText, stepCountIs, tool, wrapLanguageModel } from "ai";
+import { z } from "zod";
+import { budgeted, budgetedTools, instrument, run } from "otel-budget";
 import { startScriptedLLM } from "./helpers.mjs";
 
 const MODEL = "gpt-4o";
+const bytesOf = (params) => Buffer.byteLength(JSON.stringify({ prompt: params.prompt, tools: params.tools }), "utf8");
+/** A model that records the size of every request sent (as the budget measures it) into `sizes`. */
+const measured = (model, sizes) => wrapLanguageModel({ model, middleware: { specificationVersion: "v3",
+  transformParams: async ({ params }) => {
+    sizes.push(bytesOf(params));
+    return params;
+  } } });
 const PRICE = { inputPerMtok: 2.5, outputPerMtok: 10 }; // explicit, so the test prices usage itself
 const PROMPT = "Summarize the open invoices of the portal, page by page. ".repeat(40);
 const MAX_OUT = 50;
@@ -22,18 +30,18 @@ let chars; // the request's size as the budget measures it (UTF-8 bytes of the S
 
 const cost = (input, output) => (input * PRICE.inputPerMtok + output * PRICE.outputPerMtok) / 1e6;
 const firstEstimate = (n) => Math.trunc(n / 4 * 1.05) + 8;
+/** Request i: each one differs (an identical request has the identical token count) and has the same size. */
+const prompt = (i) => `Request ${String(i).padStart(3, "0")}. ${PROMPT}`;
 
 before(async () => {
   llm = await startScriptedLLM();
   openai = createOpenAI({ baseURL: llm.openai_base_url, apiKey: "test-key" });
   // measure the request once, outside any run, as the model sees it under our middleware
   await llm.setDefault({ text: "ok", input_tokens: 1, output_tokens: 1 });
-  const spy = wrapLanguageModel({ model: openai.chat(MODEL), middleware: { specificationVersion: "v3",
-    transformParams: async ({ params }) => {
-      chars = Buffer.byteLength(JSON.stringify({ prompt: params.prompt, tools: params.tools }), "utf8");
-      return params;
-    } } });
-  await generateText({ model: spy, maxRetries: 0, maxOutputTokens: MAX_OUT, prompt: PROMPT });
+  const sizes = [];
+  await generateText({ model: measured(openai.chat(MODEL), sizes), maxRetries: 0, maxOutputTokens: MAX_OUT,
+    prompt: prompt(0) });
+  chars = sizes[0];
   assert.ok(chars > 2000, String(chars));
 });
 after(async () => llm.stop());
@@ -59,7 +67,7 @@ async function scriptVaried(n) {
   };
 }
 
-const ask = (model) => generateText({ model, maxRetries: 0, maxOutputTokens: MAX_OUT, prompt: PROMPT });
+const ask = (model, i) => generateText({ model, maxRetries: 0, maxOutputTokens: MAX_OUT, prompt: prompt(i) });
 const refusedText = (text) => text.startsWith("Stopped at a limit: max_usd");
 
 async function sequential(budget) {
@@ -68,7 +76,7 @@ async function sequential(budget) {
   const texts = [];
   const { outcome } = await run("money-loop", { budget }, async () => {
     for (let i = 0; i < 100; i += 1) {
-      const { text } = await ask(model);
+      const { text } = await ask(model, i);
       texts.push(text);
       if (refusedText(text)) break;
     }
@@ -81,7 +89,7 @@ async function storm(budget) {
   const server = await scriptVaried(STORM);
   const model = budgeted(openai.chat(MODEL));
   const { result, outcome } = await run("money-storm", { budget }, () =>
-    Promise.all(Array.from({ length: STORM }, () => ask(model))));
+    Promise.all(Array.from({ length: STORM }, (_, i) => ask(model, i))));
   const sent = await server.sent();
   return { outcome, texts: result.map((r) => r.text), sent, spent: await server.spent(sent), bound: server.bound(sent) };
 }
@@ -139,4 +147,33 @@ test("a 50-call Promise.all storm with strict never passes maxUsd", async () => 
   assert.equal(r.texts.filter(refusedText).length, STORM - r.sent);
   assert.ok(r.sent >= 5 && r.sent < STORM, String(r.sent));
   assert.ok(Math.abs(r.outcome.usage.costUsd - r.spent) < 1e-9);
+});
+
+test("with strict, a request that extends the previous one is bounded by its reported count plus the new bytes", async () => {
+  // A tool loop: each request repeats the last one and appends the tool call and its result. Each step's real
+  // input grows by 60 tokens, less than the appended messages' bytes (so the bound is a true upper bound).
+  const first = Math.floor(0.3 * chars);
+  const real = Array.from({ length: 12 }, (_, k) => first + 60 * k);
+  await llm.script(...real.map((input, k) => ({ tool_calls: [{ name: "open_page", arguments: { page: k + 1 } }],
+    input_tokens: input, output_tokens: 20 })));
+  const sizes = [];
+  const cap = 6000;
+  const tools = budgetedTools({ open_page: tool({ description: "Open a page of the invoice portal.",
+    inputSchema: z.object({ page: z.number() }), execute: async ({ page }) => `page ${page}: 3 invoices` }) });
+  const { outcome } = await run("history", { budget: { maxInputTokens: cap, strict: true } }, () => generateText({
+    model: budgeted(measured(openai.chat(MODEL), sizes)), tools, stopWhen: stepCountIs(20), maxRetries: 0,
+    maxOutputTokens: MAX_OUT, prompt: prompt(0) }));
+  const sent = sizes.length;
+  const used = real.slice(0, sent).reduce((a, b) => a + b, 0);
+  assert.equal(outcome.stopReason, "tokens");
+  assert.equal(outcome.limit, "max_input_tokens");
+  assert.equal(outcome.usage.inputTokens, used);
+  assert.ok(used <= cap, `${used} > ${cap}`);
+  // one token per byte of the whole request would have refused an earlier call
+  let wholeBody = 0;
+  while (wholeBody < sent && real.slice(0, wholeBody).reduce((a, b) => a + b, 0) + sizes[wholeBody] <= cap) {
+    wholeBody += 1;
+  }
+  process.stdout.write(`# history: ${sent} requests (one token per byte: ${wholeBody}), ${used} of ${cap} tokens\n`);
+  assert.ok(sent > wholeBody, `${sent} <= ${wholeBody}`);
 });

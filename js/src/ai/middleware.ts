@@ -5,7 +5,7 @@
  * translate, the core decides.
  */
 import * as ai from "ai";
-import { type Admission, admitWaiting, settleCall } from "../core/admission.js";
+import { type Admission, type PromptParts, admitWaiting, settleCall } from "../core/admission.js";
 import { getSettings } from "../core/config.js";
 import { noteAttempt } from "../core/deadline.js";
 import { leftStreamUsage } from "./estimate.js";
@@ -37,6 +37,13 @@ function inputChars(params: Params): number {
   } catch {
     return 0;
   }
+}
+
+/** What the input bound of a request that extends the previous one reads: the fields that change the input
+ * besides the messages (tools, tool choice, response format), and the messages. */
+function promptParts(params: Params): () => PromptParts {
+  return () => ({ rest: { tools: params.tools, toolChoice: params.toolChoice, responseFormat: params.responseFormat },
+    messages: params.prompt });
 }
 
 function num(value: unknown): number {
@@ -88,7 +95,8 @@ async function begin(node: RunNode, model: Model, params: Params):
   let chars = -1;
   const measure = () => (chars = chars < 0 ? inputChars(params) : chars);
   node.root.budgetedCalls += 1; // a call the budget refuses went through the budgeted model too
-  const adm = await admitWaiting(node, provider, modelId, params.maxOutputTokens ?? null, measure);
+  const adm = await admitWaiting(node, provider, modelId, params.maxOutputTokens ?? null, measure, 1,
+    promptParts(params));
   let callParams = adm.setMaxTokens ? { ...params, maxOutputTokens: adm.maxOutputTokens as number } : params;
   if (adm.noTools && Array.isArray(params.tools) && params.tools.length > 0) {
     // No tool call remains (maxToolCalls): the call goes without tools (as the wrap-up call), so the model

@@ -73,6 +73,8 @@ export class RunNode {
   turns = 0;
   charsPerToken = 4.0;
   estimateInFlight = false;
+  /** The last request whose input count was reported: digest of all but its messages, theirs, and the count. */
+  lastPrompt: { head: string; digests: string[]; tokens: number } | null = null;
   /** (root) Admitted model calls not settled yet, settlements so far, and calls waiting for one. */
   inFlight = 0;
   settledCount = 0;
