@@ -102,6 +102,11 @@ export class RunNode {
   readonly sharedPending = new Set<Promise<void>>();
   /** (root) Reservations a shared ledger let through without its cap (fail "open" while unreachable). */
   unenforced = 0;
+  /** (`wrapUp: "model"`) The slice held back for the wrap-up call, and what the model wrote. */
+  holdback: Amounts | null = null;
+  modelWrapUp: string | null = null;
+  /** The wrap-up the run span records (the template when the model wrote the outcome's). */
+  recordedWrapUp: string | null = null;
   /** The wrap-up a refused call answered with, and the state it described (see run.ts close()). */
   refused: { reason: StopReason; key: string; text: string } | null = null;
 
