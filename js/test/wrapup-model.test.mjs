@@ -146,3 +146,19 @@ test("maxSteps 1 is all held back: the wrap-up call takes the step; a run that e
   assert.equal((await requests()).length, 2);
   assert.equal(two.wrapUp.startsWith("Completed: 1 model call"), true, two.wrapUp);
 });
+
+test("a run that ends `incomplete` (confirmDone) writes its wrap-up with one call at the end", async () => {
+  await llm.script({ text: "I think it is paid.", input_tokens: 100, output_tokens: 5 }, wrapUpTurn);
+  const { result, outcome } = await run("incomplete-model-wrap", { budget: { confirmDone: true, wrapUp: "model" } },
+    () => generateText({ model: budgeted(openai.chat("gpt-4o")), tools: portal([]), maxRetries: 0, prompt: "Pay." }));
+  const sent = await requests();
+  assert.equal(outcome.stopReason, "incomplete");
+  assert.equal(result.text, "I think it is paid."); // the model's own answer; the wrap-up is the outcome's
+  assert.equal(sent.length, 2);
+  assertWrapUpRequest(sent[1].body);
+  assert.ok(outcome.wrapUp.startsWith("Stopped: the model stopped, but the work is not confirmed done"), outcome.wrapUp);
+  assert.ok(outcome.wrapUp.endsWith(`Summary: ${SUMMARY}`), outcome.wrapUp);
+  assert.equal(outcome.usage.modelCalls, 2);
+  const recorded = runSpan("incomplete-model-wrap").attributes["otel_budget.wrap_up"];
+  assert.ok(!recorded.includes("Summary"), recorded);
+});

@@ -122,6 +122,9 @@ async function begin(node: RunNode, model: Model, params: Params):
   let chars = -1;
   const measure = () => (chars = chars < 0 ? inputChars(params) : chars);
   node.root.budgetedCalls += 1; // a call the budget refuses went through the budgeted model too
+  for (const n of node.chain) { // wrapUp "model": a run that ends stopped writes it through this model
+    if (n.budget.wrapUp === "model") n.wrapUpCall = (prompt, max) => wrapUpCall(n, model, prompt, max);
+  }
   const adm = await admitWaiting(node, provider, modelId, params.maxOutputTokens ?? null, measure, 1,
     promptParts(params));
   let callParams = adm.setMaxTokens ? { ...params, maxOutputTokens: adm.maxOutputTokens as number } : params;

@@ -105,6 +105,8 @@ export class RunNode {
   /** (`wrapUp: "model"`) The slice held back for the wrap-up call, and what the model wrote. */
   holdback: Amounts | null = null;
   modelWrapUp: string | null = null;
+  /** Makes the wrap-up call through the model of the run's last budgeted call (set by the adapter). */
+  wrapUpCall: ((prompt: string, maxOutputTokens: number) => Promise<string | null>) | null = null;
   /** The wrap-up the run span records (the template when the model wrote the outcome's). */
   recordedWrapUp: string | null = null;
   /** The wrap-up a refused call answered with, and the state it described (see run.ts close()). */

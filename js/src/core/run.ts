@@ -12,7 +12,7 @@ import { RunNode } from "./node.js";
 import { seal } from "./trust.js";
 import { sharedSettled } from "./shared.js";
 import { templateWrapUp } from "./wrapup.js";
-import { holdBack, releaseHoldback } from "./wrapup_model.js";
+import { closingWrapUp, holdBack, releaseHoldback } from "./wrapup_model.js";
 
 const storage = new AsyncLocalStorage<RunNode>();
 const nodes = new WeakMap<object, RunNode>();
@@ -132,6 +132,8 @@ export async function runTree<T, R extends Run>(name: string, budget: Budget, fn
   }
   releaseSignal(node);
   const ours = failed && error instanceof BudgetExceeded && error.runPath.has(node.id);
+  for (const abandon of [...node.openCalls]) abandon(); // a stream left open still counts, before the wrap-up
+  await closingWrapUp(node, reasonFor(node, error, failed, ours));
   const outcome = close(node, failed ? error : undefined, failed, ours);
   if (outcome.stopReason === StopReason.AWAITING_APPROVAL) {
     outcome.paused = await seal(node.approvalState().pausedRun(node));

@@ -5,7 +5,7 @@
  * the slice is too small, or the call is refused or fails. The adapter makes the call; this decides.
  */
 import { StopReason, type Usage } from "../model/budget.js";
-import type { BudgetExceeded } from "../model/outcome.js";
+import type { BudgetExceeded, RunOutcome } from "../model/outcome.js";
 import { type Amounts, reserve, settle } from "./ledger.js";
 import type { RunNode } from "./node.js";
 import { templateWrapUp } from "./wrapup.js";
@@ -40,17 +40,8 @@ function wrapUpPrompt(draft: string): string {
     + `record does not show. The record:\n${draft}`;
 }
 
-/**
- * The wrap-up a call refused with `exc` answers with. With `wrapUp: "model"` and the slice still held (the first
- * refusal of the run), the slice is released and `call` makes one short call past the recorded stop; later
- * refusals repeat the model's text after their own template. Returns the text and the usage it describes.
- */
-export async function refusalWrapUp(node: RunNode, exc: BudgetExceeded, call: WrapUpCall):
-  Promise<{ text: string; usage: Usage }> {
-  const outcome = exc.outcome;
-  if (node.budget.wrapUp !== "model" || NO_MODEL_WRAP_UP.has(outcome.stopReason) || node.holdback === null) {
-    return { text: templateWrapUp(node, outcome, node.modelWrapUp), usage: outcome.usage };
-  }
+/** Spend the slice on the one call (past the recorded stop) for the state `outcome`: its text, or null. */
+async function written(node: RunNode, outcome: RunOutcome, call: WrapUpCall): Promise<string | null> {
   releaseHoldback(node);
   const saved = node.stopState;
   node.stopState = null; // the one wrap-up call goes past the stop; it is admitted before `call` first awaits
@@ -60,14 +51,42 @@ export async function refusalWrapUp(node: RunNode, exc: BudgetExceeded, call: Wr
   } finally {
     node.stopState = saved;
   }
-  let text: string | null;
   try {
-    text = await pending;
+    const text = await pending;
+    return text && text.trim() ? text : null;
   } catch {
-    text = null; // refused (the slice was too small) or failed: the template
+    return null; // refused (the slice was too small) or failed: the template
   }
+}
+
+/**
+ * The wrap-up a call refused with `exc` answers with. With `wrapUp: "model"` and the slice still held (the first
+ * refusal of the run), the slice pays for one short call; later refusals repeat the model's text after their own
+ * template. Returns the text and the usage it describes.
+ */
+export async function refusalWrapUp(node: RunNode, exc: BudgetExceeded, call: WrapUpCall):
+  Promise<{ text: string; usage: Usage }> {
+  const outcome = exc.outcome;
+  if (node.budget.wrapUp !== "model" || NO_MODEL_WRAP_UP.has(outcome.stopReason) || node.holdback === null) {
+    return { text: templateWrapUp(node, outcome, node.modelWrapUp), usage: outcome.usage };
+  }
+  const text = await written(node, outcome, call);
+  if (text !== null) node.modelWrapUp = text;
   const after = node.snapshot(outcome.stopReason, outcome.limit, outcome.detail); // the wrap-up call counted
-  if (!text || !text.trim()) return { text: templateWrapUp(node, after), usage: after.usage };
-  node.modelWrapUp = text;
   return { text: templateWrapUp(node, after, text), usage: after.usage };
+}
+
+/**
+ * A run that ends stopped with its slice unspent (no refused call wrote the wrap-up: `incomplete`, an error, a
+ * stop recorded after the last call): the one call at the end, through the model of the run's last budgeted call.
+ */
+export async function closingWrapUp(node: RunNode, reason: StopReason): Promise<void> {
+  const call = node.wrapUpCall;
+  if (node.budget.wrapUp !== "model" || NO_MODEL_WRAP_UP.has(reason) || node.holdback === null || call === null) {
+    return;
+  }
+  const [limit, detail] = node.stopState !== null && node.stopState[0] === reason
+    ? [node.stopState[1], node.stopState[2]] : [null, ""];
+  const text = await written(node, node.snapshot(reason, limit, detail), call);
+  if (text !== null) node.modelWrapUp = text;
 }
