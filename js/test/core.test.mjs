@@ -69,7 +69,8 @@ test("a bad Budget names the field and what to give", () => {
   assert.throws(() => new Budget({ max_steps: 10 }), /Budget has no field max_steps/);
   assert.throws(() => new Budget({ onLimit: "halt" }), /onLimit="halt": give "stop" \(the default\) or "pause"/);
   assert.throws(() => new Budget({ approve: 42 }), /Budget approve takes tool names/);
-  assert.throws(() => new Budget({ wrapUp: "model" }), /wrapUp: model-written wrap-ups is not in the TypeScript package yet/);
+  assert.throws(() => new Budget({ wrapUp: "llm" }), /wrapUp="llm": give "template" \(the default, no call\) or "model"/);
+  assert.equal(new Budget({ wrapUp: "model" }).wrapUp, "model");
   assert.throws(() => new Budget({ polls: { wait: 0 } }), /polls\["wait"\]=0/);
   assert.equal(new Budget({ maxUsd: Infinity }).maxUsd, null);
 });

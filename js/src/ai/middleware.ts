@@ -5,14 +5,14 @@
  * translate, the core decides.
  */
 import * as ai from "ai";
-import { type Admission, admitWaiting, settleCall } from "../core/admission.js";
+import { type Admission, type PromptParts, admitWaiting, settleCall } from "../core/admission.js";
 import { getSettings } from "../core/config.js";
 import { noteAttempt } from "../core/deadline.js";
 import { leftStreamUsage } from "./estimate.js";
 import type { RunNode } from "../core/node.js";
 import { currentNode, usageKey } from "../core/run.js";
 import { recordToolRequests } from "../core/watch.js";
-import { templateWrapUp } from "../core/wrapup.js";
+import { refusalWrapUp } from "../core/wrapup_model.js";
 import { StopReason } from "../model/budget.js";
 import { BudgetExceeded } from "../model/outcome.js";
 import { markRefused } from "../telemetry/peers.js";
@@ -37,6 +37,13 @@ function inputChars(params: Params): number {
   } catch {
     return 0;
   }
+}
+
+/** What the input bound of a request that extends the previous one reads: the fields that change the input
+ * besides the messages (tools, tool choice, response format), and the messages. */
+function promptParts(params: Params): () => PromptParts {
+  return () => ({ rest: { tools: params.tools, toolChoice: params.toolChoice, responseFormat: params.responseFormat },
+    messages: params.prompt });
 }
 
 function num(value: unknown): number {
@@ -68,12 +75,39 @@ function stopReasonPart(v2: boolean): unknown {
   return v2 ? "stop" : { unified: "stop", raw: "otel_budget" };
 }
 
-/** The wrap-up a refused call answers with: the run's wrap-up for the state at the refusal. */
-function refusalText(node: RunNode, exc: BudgetExceeded): string {
-  const outcome = exc.outcome;
-  const text = templateWrapUp(node, outcome);
-  node.refused = { reason: outcome.stopReason, key: usageKey(outcome.usage), text };
+/** The wrap-up a refused call answers with: the run's wrap-up for the state at the refusal (with `wrapUp:
+ * "model"`, after one short tool-less call through this model). */
+async function refusalText(node: RunNode, exc: BudgetExceeded, model: Model): Promise<string> {
+  const { text, usage } = await refusalWrapUp(node, exc, (prompt, max) => wrapUpCall(node, model, prompt, max));
+  node.refused = { reason: exc.outcome.stopReason, key: usageKey(usage), text };
   return text;
+}
+
+/** The call that writes the wrap-up: no tools, a short output limit, admitted and settled like any call. */
+async function wrapUpCall(node: RunNode, model: Model, prompt: string, maxOutputTokens: number):
+  Promise<string | null> {
+  const { adm, call, chars, params } = await begin(node, model,
+    { prompt: [{ role: "user", content: [{ type: "text", text: prompt }] }], maxOutputTokens });
+  const span = startCall(call, spanContext(node.span));
+  const deadline = deadlineSignal(node, params);
+  let result: any;
+  try {
+    result = await model.doGenerate(deadline !== null ? { ...params, abortSignal: deadline.signal } : params);
+  } catch (exc) {
+    finish(adm, call, chars, null);
+    call.error = exc;
+    endCall(call, span);
+    throw exc;
+  } finally {
+    deadline?.clear();
+  }
+  finish(adm, call, chars, readUsage(result?.usage));
+  call.responseModel = result?.response?.modelId;
+  call.responseId = result?.response?.id;
+  call.finishReasons = [finishReasonText(result?.finishReason)];
+  endCall(call, span);
+  const parts = Array.isArray(result?.content) ? result.content : [];
+  return parts.filter((p: any) => p?.type === "text").map((p: any) => String(p.text ?? "")).join("") || null;
 }
 
 function cost(provider: string, modelId: string, u: Usage4): number | null {
@@ -88,7 +122,11 @@ async function begin(node: RunNode, model: Model, params: Params):
   let chars = -1;
   const measure = () => (chars = chars < 0 ? inputChars(params) : chars);
   node.root.budgetedCalls += 1; // a call the budget refuses went through the budgeted model too
-  const adm = await admitWaiting(node, provider, modelId, params.maxOutputTokens ?? null, measure);
+  for (const n of node.chain) { // wrapUp "model": a run that ends stopped writes it through this model
+    if (n.budget.wrapUp === "model") n.wrapUpCall = (prompt, max) => wrapUpCall(n, model, prompt, max);
+  }
+  const adm = await admitWaiting(node, provider, modelId, params.maxOutputTokens ?? null, measure, 1,
+    promptParts(params));
   let callParams = adm.setMaxTokens ? { ...params, maxOutputTokens: adm.maxOutputTokens as number } : params;
   if (adm.noTools && Array.isArray(params.tools) && params.tools.length > 0) {
     // No tool call remains (maxToolCalls): the call goes without tools (as the wrap-up call), so the model
@@ -181,10 +219,11 @@ function finishReasonText(reason: any): string {
   return typeof reason === "string" ? reason : String(reason?.unified ?? "unknown");
 }
 
-function refusedResult(node: RunNode, exc: BudgetExceeded, model: Model): unknown {
+async function refusedResult(node: RunNode, exc: BudgetExceeded, model: Model): Promise<unknown> {
   const v2 = model.specificationVersion === "v2";
+  const text = await refusalText(node, exc, model);
   return {
-    content: [{ type: "text", text: refusalText(node, exc) }],
+    content: [{ type: "text", text }],
     finishReason: stopReasonPart(v2),
     usage: zeroUsage(v2),
     warnings: [],
@@ -194,23 +233,24 @@ function refusedResult(node: RunNode, exc: BudgetExceeded, model: Model): unknow
 }
 
 /** The stream parts of an answer whose text is the wrap-up (finish `stop`, zero usage). */
-function wrapUpParts(node: RunNode, exc: BudgetExceeded, model: Model): unknown[] {
+async function wrapUpParts(node: RunNode, exc: BudgetExceeded, model: Model): Promise<unknown[]> {
   const v2 = model.specificationVersion === "v2";
   const id = `otel-budget-${node.root.turns}`;
+  const text = await refusalText(node, exc, model);
   return [
     { type: "text-start", id },
-    { type: "text-delta", id, delta: refusalText(node, exc) },
+    { type: "text-delta", id, delta: text },
     { type: "text-end", id },
     { type: "finish", finishReason: stopReasonPart(v2), usage: zeroUsage(v2),
       providerMetadata: { otel_budget: { stopReason: exc.reason, limit: exc.limit ?? null } } },
   ];
 }
 
-function refusedStream(node: RunNode, exc: BudgetExceeded, model: Model): unknown {
+async function refusedStream(node: RunNode, exc: BudgetExceeded, model: Model): Promise<unknown> {
   const parts = [
     { type: "stream-start", warnings: [] },
     { type: "response-metadata", id: `otel-budget-${node.root.turns}`, modelId: model.modelId, timestamp: new Date() },
-    ...wrapUpParts(node, exc, model),
+    ...await wrapUpParts(node, exc, model),
   ];
   return { stream: new ReadableStream({ start(controller) {
     for (const part of parts) controller.enqueue(part);
@@ -286,7 +326,7 @@ async function wrapStream({ doStream, params, model }: { doStream: () => Promise
           // the run's time ran out while the answer was streaming: it ends with the wrap-up, not a stream error
           const stop = node.stop(StopReason.TIME, "max_seconds", "the run's time ran out while an answer was "
             + "streaming; the stream was closed.");
-          for (const wrapUp of wrapUpParts(node, stop, model)) controller.enqueue(wrapUp);
+          for (const wrapUp of await wrapUpParts(node, stop, model)) controller.enqueue(wrapUp);
           controller.close();
           return;
         }

@@ -2,6 +2,7 @@
  * How a model call is admitted before it is sent and settled after (core/admission.py, core/settlement.py):
  * the gates, the input estimate or bound, the output limit, and the reservation in every account of the chain.
  */
+import { createHash } from "node:crypto";
 import { StopReason } from "../model/budget.js";
 import { UnknownPriceError } from "../model/outcome.js";
 import { getSettings } from "./config.js";
@@ -39,7 +40,47 @@ export class Admission {
   noTools = false;
   /** What the call holds in the shared (fleet) scopes of its chain. */
   shared: Reservation[] = [];
+  /** The request's shape, when its input was bounded by it: with the reported count, the next request's base. */
+  promptShape: PromptShape | null = null;
   constructor(readonly node: RunNode, readonly amounts: Amounts) {}
+}
+
+/** A request as the bound of the next one reads it: a digest of all but its messages, each message's digest and
+ * UTF-8 bytes (as JSON). */
+export interface PromptShape { head: string; digests: string[]; sizes: number[] }
+
+/** What the input bound reads of a request: the fields that change its input besides the messages, and them. */
+export interface PromptParts { rest: unknown; messages: unknown }
+
+const sha1 = (text: string): string => createHash("sha1").update(text).digest("hex");
+
+/** The shape of a request, or null when its messages cannot be read so. */
+export function promptShape(parts: PromptParts): PromptShape | null {
+  if (!Array.isArray(parts.messages)) return null;
+  try {
+    const texts = parts.messages.map((m) => JSON.stringify(m) ?? "");
+    return { head: sha1(JSON.stringify(parts.rest) ?? ""), digests: texts.map(sha1),
+      sizes: texts.map((t) => Buffer.byteLength(t, "utf8")) };
+  } catch {
+    return null; // odd content: the whole request's bound applies
+  }
+}
+
+/**
+ * An upper bound of a call's input tokens: one per byte of the request, or, when its messages extend the previous
+ * request's (same tools and settings, the same messages first), that one's reported count plus one per byte of the
+ * new messages (chat formats tokenize each message apart). Sets `adm.promptShape` for the settlement.
+ */
+function inputBound(node: RunNode, adm: Admission, chars: number, prompt: (() => PromptParts) | null): number {
+  if (prompt === null) return chars;
+  const shape = promptShape(prompt());
+  if (shape === null) return chars;
+  adm.promptShape = shape;
+  const last = node.lastPrompt;
+  if (last === null || last.head !== shape.head || last.digests.length > shape.digests.length
+    || last.digests.some((d, i) => shape.digests[i] !== d)) return chars;
+  const added = shape.sizes.slice(last.digests.length).reduce((a, b) => a + b, 0);
+  return Math.min(chars, last.tokens + added + 8);
 }
 
 function takeEstimateSlot(node: RunNode): boolean {
@@ -62,7 +103,7 @@ function freeEstimateSlot(adm: Admission): void {
  * time, and at an upper bound (one token per character) for a call made while that one is in flight.
  */
 export function admit(node: RunNode, provider: string, model: string, maxOutput: number | null,
-  inputChars: () => number, choices = 1, mayWait = false): Admission {
+  inputChars: () => number, choices = 1, mayWait = false, prompt: (() => PromptParts) | null = null): Admission {
   const what = `the call to ${model}`;
   node.checkGates(what);
   const limited = node.limited();
@@ -91,7 +132,7 @@ export function admit(node: RunNode, provider: string, model: string, maxOutput:
     adm.priced = true;
   }
   adm.estimated = takeEstimateSlot(node);
-  if (!adm.estimated) estIn = chars; // one token per character: an upper bound of the input tokens
+  if (!adm.estimated) estIn = inputBound(node, adm, chars, prompt); // one token per byte, or less when it extends
   let out = maxOutput;
   let inputCost = 0;
   let perToken = 0;
@@ -184,8 +225,8 @@ function waitSettled(node: RunNode, seen: number): Promise<boolean> {
  * Then the call reserves in the shared (fleet) scopes of its chain, if any.
  */
 export async function admitWaiting(node: RunNode, provider: string, model: string, maxOutput: number | null,
-  inputChars: () => number, choices = 1): Promise<Admission> {
-  const adm = await admitLocal(node, provider, model, maxOutput, inputChars, choices);
+  inputChars: () => number, choices = 1, prompt: (() => PromptParts) | null = null): Promise<Admission> {
+  const adm = await admitLocal(node, provider, model, maxOutput, inputChars, choices, prompt);
   if (node.scopes.length > 0) {
     try {
       adm.shared = await reserveShared(node, adm.amounts, `the call to ${model}`);
@@ -198,13 +239,15 @@ export async function admitWaiting(node: RunNode, provider: string, model: strin
 }
 
 async function admitLocal(node: RunNode, provider: string, model: string, maxOutput: number | null,
-  inputChars: () => number, choices: number): Promise<Admission> {
+  inputChars: () => number, choices: number, prompt: (() => PromptParts) | null): Promise<Admission> {
   for (;;) {
     try {
-      return admit(node, provider, model, maxOutput, inputChars, choices, true);
+      return admit(node, provider, model, maxOutput, inputChars, choices, true, prompt);
     } catch (exc) {
       if (!(exc instanceof RoomPending)) throw exc;
-      if (!(await waitSettled(node, exc.seen))) return admit(node, provider, model, maxOutput, inputChars, choices);
+      if (!(await waitSettled(node, exc.seen))) {
+        return admit(node, provider, model, maxOutput, inputChars, choices, false, prompt);
+      }
     }
   }
 }
@@ -247,6 +290,9 @@ export function settleCall(adm: Admission, usage: CallUsage, cost: number | null
   done(adm);
   if (inputChars && usage.inputTokens > 0) {
     node.root.charsPerToken = Math.min(8.0, Math.max(1.0, inputChars / usage.inputTokens));
+    if (adm.promptShape !== null) { // a reported count: the base of the next request's bound
+      node.lastPrompt = { head: adm.promptShape.head, digests: adm.promptShape.digests, tokens: usage.inputTokens };
+    }
   }
   for (const n of node.chain) {
     n.stats.modelCalls += 1;

@@ -73,6 +73,8 @@ export class RunNode {
   turns = 0;
   charsPerToken = 4.0;
   estimateInFlight = false;
+  /** The last request whose input count was reported: digest of all but its messages, theirs, and the count. */
+  lastPrompt: { head: string; digests: string[]; tokens: number } | null = null;
   /** (root) Admitted model calls not settled yet, settlements so far, and calls waiting for one. */
   inFlight = 0;
   settledCount = 0;
@@ -100,6 +102,13 @@ export class RunNode {
   readonly sharedPending = new Set<Promise<void>>();
   /** (root) Reservations a shared ledger let through without its cap (fail "open" while unreachable). */
   unenforced = 0;
+  /** (`wrapUp: "model"`) The slice held back for the wrap-up call, and what the model wrote. */
+  holdback: Amounts | null = null;
+  modelWrapUp: string | null = null;
+  /** Makes the wrap-up call through the model of the run's last budgeted call (set by the adapter). */
+  wrapUpCall: ((prompt: string, maxOutputTokens: number) => Promise<string | null>) | null = null;
+  /** The wrap-up the run span records (the template when the model wrote the outcome's). */
+  recordedWrapUp: string | null = null;
   /** The wrap-up a refused call answered with, and the state it described (see run.ts close()). */
   refused: { reason: StopReason; key: string; text: string } | null = null;
 

@@ -12,6 +12,7 @@ import { RunNode } from "./node.js";
 import { seal } from "./trust.js";
 import { sharedSettled } from "./shared.js";
 import { templateWrapUp } from "./wrapup.js";
+import { closingWrapUp, holdBack, releaseHoldback } from "./wrapup_model.js";
 
 const storage = new AsyncLocalStorage<RunNode>();
 const nodes = new WeakMap<object, RunNode>();
@@ -103,6 +104,7 @@ export async function runTree<T, R extends Run>(name: string, budget: Budget, fn
   const parentContext = start.prepare?.(node);
   const span = parentContext !== undefined && parent === null
     ? context.with(parentContext, () => startRun(node)) : startRun(node);
+  holdBack(node); // wrapUp "model": the slice its wrap-up call draws from
   const handle = {
     name, budget, depth: node.depth,
     usage: () => node.usage(),
@@ -130,6 +132,8 @@ export async function runTree<T, R extends Run>(name: string, budget: Budget, fn
   }
   releaseSignal(node);
   const ours = failed && error instanceof BudgetExceeded && error.runPath.has(node.id);
+  for (const abandon of [...node.openCalls]) abandon(); // a stream left open still counts, before the wrap-up
+  await closingWrapUp(node, reasonFor(node, error, failed, ours));
   const outcome = close(node, failed ? error : undefined, failed, ours);
   if (outcome.stopReason === StopReason.AWAITING_APPROVAL) {
     outcome.paused = await seal(node.approvalState().pausedRun(node));
@@ -170,6 +174,7 @@ function close(node: RunNode, exc: unknown, failed: boolean, ours: boolean): Run
   for (const abandon of [...node.openCalls]) abandon();
   const reason = reasonFor(node, exc, failed, ours);
   node.closed = true;
+  releaseHoldback(node);
   let limit: RunOutcome["limit"] = null;
   let detail = "";
   if (node.stopState !== null && node.stopState[0] === reason) {
@@ -186,7 +191,9 @@ function close(node: RunNode, exc: unknown, failed: boolean, ours: boolean): Run
   const refused = node.refused;
   // the text a refused call answered with is the run's wrap-up when nothing was used since
   outcome.wrapUp = refused !== null && refused.reason === reason && refused.key === usageKey(outcome.usage)
-    ? refused.text : templateWrapUp(node, outcome);
+    ? refused.text : templateWrapUp(node, outcome, node.modelWrapUp);
+  // a model-written wrap-up carries content: the run span records the template (counts, limits, tool names)
+  node.recordedWrapUp = node.modelWrapUp !== null ? templateWrapUp(node, outcome) : outcome.wrapUp;
   node.outcome = outcome;
   return outcome;
 }

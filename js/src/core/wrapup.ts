@@ -68,7 +68,7 @@ function capitalized(text: string): string {
 }
 
 /** The wrap-up text. A stopped run's text always starts by saying so; partial work is never called done. */
-export function templateWrapUp(node: RunNode, outcome: RunOutcome): string {
+export function templateWrapUp(node: RunNode, outcome: RunOutcome, modelText: string | null = null): string {
   const u = outcome.usage;
   const tools = node.toolsExecuted.mostCommon(1).length > 0 ? node.toolsExecuted : node.toolsRequested;
   const toolText = tools.mostCommon(8).map(([name, count]) => `${name} x${count}`).join(", ") || "none";
@@ -76,7 +76,7 @@ export function templateWrapUp(node: RunNode, outcome: RunOutcome): string {
   const done = `${plural(u.modelCalls, "model call")}, ${pyInt(u.inputTokens)} input and ${pyInt(u.outputTokens)} `
     + `output tokens, ${cost}, ${pyFixed(u.seconds, 1)} s; tools: ${toolText}.`;
   if (outcome.stopReason === StopReason.DONE) return `Completed: ${done}`;
-  if (outcome.stopReason === StopReason.STALLED) return stalled(node, outcome, done);
+  if (outcome.stopReason === StopReason.STALLED) return stalled(node, outcome, done, modelText);
   let head = REASON_TEXT[outcome.stopReason] ?? limitLine(node, outcome);
   if (outcome.stopReason === StopReason.AWAITING_APPROVAL && isLimitName(outcome.limit)) {
     head = `Paused: the run reached ${outcome.limit} (${usedOf(node, outcome, outcome.limit)}) and waits for a `
@@ -91,10 +91,11 @@ export function templateWrapUp(node: RunNode, outcome: RunOutcome): string {
   } else {
     parts.push("Missing: the rest of the task.");
   }
+  if (modelText) parts.push(`Summary: ${modelText.trim()}`);
   return parts.join(" ");
 }
 
-function stalled(node: RunNode, outcome: RunOutcome, done: string): string {
+function stalled(node: RunNode, outcome: RunOutcome, done: string, modelText: string | null): string {
   const detail = outcome.detail.split(", whatever")[0].split(" (max_stalls")[0];
   const tool = detail ? detail.split(" ")[0] : "";
   const [kinds, exact] = node.progress.distinctCount(tool);
@@ -108,5 +109,6 @@ function stalled(node: RunNode, outcome: RunOutcome, done: string): string {
   } else {
     parts.push("Missing: the rest of the task.");
   }
+  if (modelText) parts.push(`Summary: ${modelText.trim()}`);
   return parts.join(" ");
 }

@@ -84,6 +84,8 @@ export interface BudgetOptions {
   strict?: boolean;
   /** Set the request's output limit to what the budget leaves when the caller set none (default true). */
   autoMaxTokens?: boolean;
+  /** "template" (default; no call) or "model": one short tool-less call, from a slice held back at the start. */
+  wrapUp?: "template" | "model";
   /** A budget shared by many runs (a fleet), held in the ledger given to `instrument({ ledger })`. */
   scope?: Scope | ScopeOptions | null;
   /** "pause": a call refused by one of this run's limits pauses the run (`awaiting_approval`) for a person. */
@@ -168,11 +170,7 @@ const INT_FIELDS = ["maxSteps", "maxToolCalls", "maxInputTokens", "maxOutputToke
 const FLOAT_FIELDS = ["maxSeconds", "maxUsd"] as const;
 const BOOL_FIELDS = ["confirmDone", "strict", "autoMaxTokens"] as const;
 const KNOWN = new Set<string>([...INT_FIELDS, ...FLOAT_FIELDS, ...BOOL_FIELDS, "near", "polls", "scope", "onLimit",
-  "approve"]);
-/** Python fields the TypeScript package does not have yet: named in the error so nobody thinks they apply. */
-const LATER: Record<string, string> = {
-  wrapUp: "model-written wrap-ups",
-};
+  "approve", "wrapUp"]);
 
 /** The Python spelling of a TypeScript field, as the contract (and Python's errors) name it: maxUsd -> max_usd. */
 export function snakeCase(field: string): string {
@@ -247,6 +245,7 @@ export class Budget implements BudgetLimits {
   readonly confirmDone: boolean;
   readonly strict: boolean;
   readonly autoMaxTokens: boolean;
+  readonly wrapUp: "template" | "model";
   readonly scope: Scope | null;
   readonly onLimit: "stop" | "pause";
   readonly approve: ApprovalPolicy | null;
@@ -261,10 +260,7 @@ export class Budget implements BudgetLimits {
     const given = options as Record<string, unknown>;
     for (const key of Object.keys(given)) {
       if (KNOWN.has(key)) continue;
-      const later = LATER[key];
-      throw new BudgetValidationError(key, later
-        ? `Budget ${key}: ${later} is not in the TypeScript package yet; remove ${key}`
-        : `Budget has no field ${key}; the fields are ${[...KNOWN].join(", ")}`);
+      throw new BudgetValidationError(key, `Budget has no field ${key}; the fields are ${[...KNOWN].join(", ")}`);
     }
     const ints: Record<string, number | null> = {};
     for (const field of INT_FIELDS) ints[field] = limitValue(field, given[field], true);
@@ -297,6 +293,11 @@ export class Budget implements BudgetLimits {
         + `or "pause" (a call refused by a limit pauses the run for a person's decision)`);
     }
     this.onLimit = given.onLimit === "pause" ? "pause" : "stop";
+    if (given.wrapUp !== undefined && given.wrapUp !== "template" && given.wrapUp !== "model") {
+      throw new BudgetValidationError("wrapUp", `Budget wrapUp=${show(given.wrapUp)}: give "template" (the default, `
+        + `no call) or "model" (one short tool-less call from a slice held back at the start)`);
+    }
+    this.wrapUp = given.wrapUp === "model" ? "model" : "template";
     try {
       this.approve = ApprovalPolicy.coerce(given.approve);
     } catch (exc) {
@@ -342,6 +343,7 @@ export class Budget implements BudgetLimits {
     if (this.confirmDone) out.confirm_done = true;
     if (this.onLimit !== "stop") out.on_limit = this.onLimit;
     if (this.near !== 0.8) out.near = Num.float(this.near);
+    if (this.wrapUp !== "template") out.wrap_up = this.wrapUp;
     if (!this.autoMaxTokens) out.auto_max_tokens = false;
     if (this.strict) out.strict = true;
     return out;

@@ -114,7 +114,6 @@ function budget(value: unknown): Doc {
 export function budgetOf(fields: Doc, policy: ApprovalPolicy | null): Budget {
   const options: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(untag(fields) as Doc)) {
-    if (key === "wrap_up") continue; // the TypeScript package writes template wrap-ups only
     options[key.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase())] = value;
   }
   if (policy !== null) options.approve = policy;

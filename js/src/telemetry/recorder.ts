@@ -22,6 +22,8 @@ export interface RunView {
   traceId: string | null;
   spanId: string | null;
   readonly outcome: RunOutcome | null;
+  /** The wrap-up to record, when it is not the outcome's (a model-written one is content). */
+  readonly recordedWrapUp?: string | null;
   readonly toolCallsRefused: number;
   /** Calls a shared ledger let through without its cap (fail "open" while unreachable). */
   readonly unenforced: number;
@@ -111,7 +113,8 @@ export function endRun(node: RunView, span: Span | null): void {
     if (outcome.limit) attrs[sc.STOP_LIMIT] = outcome.limit;
     if (node.unenforced) attrs[sc.LEDGER_UNENFORCED_CALLS] = node.unenforced;
     if (node.toolCallsRefused) attrs[sc.TOOL_CALLS_REFUSED] = node.toolCallsRefused;
-    if (outcome.wrapUp) attrs[sc.WRAP_UP] = outcome.wrapUp;
+    const wrapUp = node.recordedWrapUp ?? outcome.wrapUp;
+    if (wrapUp) attrs[sc.WRAP_UP] = wrapUp;
     span.setAttributes(attrs);
     if (outcome.stopReason !== StopReason.DONE) {
       const event: Attributes = { [sc.STOP_REASON]: outcome.stopReason, [sc.STOP_DETAIL]: outcome.detail };
