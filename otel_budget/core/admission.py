@@ -198,7 +198,8 @@ class NodeAdmission(NodeSettlement):
     def _reserve(self, adm: Admission, what: str) -> None:
         root = self.root
         settled = root.settled_count
-        refusal = lg.reserve(self.accounts, adm.amounts, self.lock)
+        local = not self.scopes  # no shared scope: the call takes its turn with the reservation, in one lock
+        refusal = self._reserve_here(adm, local)
         until: float | None = None
         while refusal is not None:
             # Only what other calls hold in flight may be in the way: wait for one of them to settle, re-check.
@@ -210,23 +211,41 @@ class NodeAdmission(NodeSettlement):
             until = self.wait_until() if until is None else until
             with root.settled:
                 seen = settled
-                root.settled.wait_for(lambda: root.settled_count != seen,  # noqa: B023
-                                      timeout=max(0.0, until - time.monotonic()))
+                root.threads_waiting += 1
+                try:
+                    root.settled.wait_for(lambda: root.settled_count != seen,  # noqa: B023
+                                          timeout=max(0.0, until - time.monotonic()))
+                finally:
+                    root.threads_waiting -= 1
                 if root.settled_count == settled:
                     break  # nothing settled in time: refuse
                 settled = root.settled_count
-            refusal = lg.reserve(self.accounts, adm.amounts, self.lock)
+            refusal = self._reserve_here(adm, local)
         if refusal is not None:
             raise self._refusal_after_wait(refusal, adm.amounts, what)
-        if self.scopes:
+        if not local:
             adm.shared = self._reserve_shared(adm.amounts, what, local=adm.amounts)
         if self.deadline is not math.inf:
             adm.timeout = max(0.001, self.time_left())
+        if not local:
+            with self.lock:
+                self._take_turn(adm)
+
+    def _reserve_here(self, adm: Admission, turn: bool) -> lg.Refusal | None:
+        """Reserve in this run's accounts (and the ancestors'); with `turn`, the call's turn is taken at once."""
         with self.lock:
-            root.turns += 1
-            adm.turn = root.turns
-            adm.thread = _holder()
-            root.in_flight[adm.thread] += 1
+            refusal = lg.reserve_locked(self.accounts, adm.amounts)
+            if refusal is None and turn:
+                self._take_turn(adm)
+        return refusal
+
+    def _take_turn(self, adm: Admission) -> None:
+        """Number the admitted call and count it in flight (the caller holds the lock)."""
+        root = self.root
+        root.turns += 1
+        adm.turn = root.turns
+        adm.thread = _holder()
+        root.in_flight[adm.thread] += 1
 
     def _refusal_after_wait(self, refusal: lg.Refusal, amounts: dict[str, float], what: str) -> BudgetExceeded:
         """The error of a call that does not fit: a time stop when the run's time ran out meanwhile (while it
