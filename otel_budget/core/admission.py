@@ -106,16 +106,17 @@ class NodeAdmission(NodeSettlement):
         what = f"the call to {model}"
         self._check_gates(what)
         limited = self._limited()
-        if "tool_calls" in limited and lg.headroom(self.accounts, "tool_calls") < 0:
+        tools_left = lg.headroom(self.accounts, "tool_calls") if "tool_calls" in limited else math.inf
+        if tools_left < 0:
             raise self.stop(
                 StopReason.TOOL_CALLS, "max_tool_calls", f"{what} was not sent: the model requested more tool "
                 "calls than max_tool_calls allows.", by=self._exhausted("tool_calls")
             )
         amounts: dict[str, float] = {"steps": 1.0}
         adm = Admission(self, amounts)
-        if "tool_calls" in limited and lg.headroom(self.accounts, "tool_calls") < 1:
+        if tools_left < 1:
             adm.no_tools = True  # no tool call remains: the call goes without tools, so the model can answer
-        if not limited - _COUNT_DIMS:
+        if limited <= _COUNT_DIMS:
             self._reserve(adm, what)
             return adm
         # A small margin covers what the SDK adds to the body and the provider's message framing tokens.
@@ -140,21 +141,24 @@ class NodeAdmission(NodeSettlement):
         out = max_output
         input_cost = per_token = 0.0
         if pricing is not None:
-            input_cost = pricing.cost(est_in, 0)
+            input_cost = plain_input = pricing.cost(est_in, 0)
             if not adm.estimated:  # an upper bound prices every input token at the dearest input rate
                 input_cost = max(input_cost, pricing.cost(est_in, 0, cache_read=est_in),
                                  pricing.cost(est_in, 0, cache_write=est_in))
-            per_token = (pricing.cost(est_in, 1_000_000) - pricing.cost(est_in, 0)) / 1_000_000
+            per_token = (pricing.cost(est_in, 1_000_000) - plain_input) / 1_000_000
         n = max(1, choices)
         if out is None:
-            rooms = {
-                "output_tokens": lg.headroom(self.accounts, "output_tokens"),
-                "total_tokens": lg.headroom(self.accounts, "total_tokens") - est_in,
-            }
+            # The dimension that leaves the least room for output bounds it (the first of these on a tie).
+            accounts = self.accounts
+            adm.bound_by, room = "output_tokens", lg.headroom(accounts, "output_tokens")
+            total_room = lg.headroom(accounts, "total_tokens") - est_in
+            if total_room < room:
+                adm.bound_by, room = "total_tokens", total_room
             if per_token > 0:
-                rooms["usd"] = (lg.headroom(self.accounts, "usd") - input_cost) / per_token
-            adm.bound_by = min(rooms, key=lambda d: rooms[d])
-            room = rooms[adm.bound_by] / n  # each of the n answers may write up to the limit
+                usd_room = (lg.headroom(accounts, "usd") - input_cost) / per_token
+                if usd_room < room:
+                    adm.bound_by, room = "usd", usd_room
+            room = room / n  # each of the n answers may write up to the limit
             if room <= AUTO_MAX_TOKENS_CEILING and self._auto_max_tokens():
                 out = max(0, int(room))
                 adm.set_max_tokens = out >= 1

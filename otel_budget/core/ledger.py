@@ -84,21 +84,22 @@ def reserve(accounts: Sequence[Account], amounts: Mapping[str, float], lock: thr
 
 def reserve_locked(accounts: Sequence[Account], amounts: Mapping[str, float]) -> Refusal | None:
     """`reserve` for a caller that holds the accounts' lock."""
+    items = amounts.items()
     for acc in accounts:
-        limits = acc.limits
-        for dim, amount in amounts.items():
+        limits, used, reserved = acc.limits, acc.used, acc.reserved
+        for dim, amount in items:
             if amount <= 0:
                 continue
             limit = limits.get(dim)
             if limit is None:
                 continue
-            taken = acc.used[dim] + acc.reserved[dim]
+            taken = used[dim] + reserved[dim]
             if not taken + amount <= limit + _EPS:  # a NaN taken or limit refuses: it is never room
                 return Refusal(dim, limit, taken, amount, acc.name, account=acc)
     for acc in accounts:
-        res = acc.reserved
-        for dim, amount in amounts.items():
-            res[dim] += amount
+        reserved = acc.reserved
+        for dim, amount in items:
+            reserved[dim] += amount
     return None
 
 

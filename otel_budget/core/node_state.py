@@ -68,6 +68,8 @@ class NodeState:
         self.root: Self = parent.root if parent is not None else self
         self.depth: int = parent.depth + 1 if parent is not None else 1
         self.account = lg.Account(budget.limits(), name=name)
+        #: The positive limits of the run's own account (fixed for its life), read by `near_reached`.
+        self._near_limits = tuple((dim, limit) for dim, limit in self.account.limits.items() if limit > 0)
         self.chain: tuple[Self, ...] = (self, *(parent.chain if parent is not None else ()))
         self.accounts = tuple(n.account for n in self.chain)
         self.path = frozenset(n.id for n in self.chain)
@@ -160,8 +162,8 @@ class NodeState:
         """`utilization_max() >= budget.near`, without building the utilization (asked after every settlement)."""
         near = self.budget.near
         used = self.account.used
-        for dim, limit in self.account.limits.items():
-            if limit > 0 and used[dim] / limit >= near:
+        for dim, limit in self._near_limits:
+            if used[dim] / limit >= near:
                 return True
         seconds = self.budget.max_seconds
         return seconds is not None and self.elapsed() / seconds >= near
