@@ -166,7 +166,11 @@ def _after(adapter: Adapter, guard: calls.Guard, call: calls.ModelCall, options:
            stream: bool, is_async: bool, size: RequestSize) -> Any:
     if _is_stream(result):
         size.sent(result)
-        return (AsyncStream if is_async else SyncStream)(result, guard, adapter.accumulator(call, options))
+        acc = adapter.accumulator(call, options)
+        watch = getattr(acc, "watch", None)
+        if watch is not None:
+            watch(result)
+        return (AsyncStream if is_async else SyncStream)(result, guard, acc)
     if not isinstance(result, BaseModel) and is_raw(result):  # never parsed for the caller: read from what it parses
         size.sent(result)
         if stream:  # the body is the stream

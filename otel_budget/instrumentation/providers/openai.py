@@ -255,6 +255,17 @@ class ChatStream:
                 slot[1] += args
                 call.output_chars += len(args)
 
+    def watch(self, stream: Any) -> None:
+        """The SDK stream this reads: the usage-only chunk we asked for is read from its event (see
+        `_stream_usage.skip_usage_event`)."""
+        if self.hide_usage:
+            _stream_usage.skip_usage_event(stream, self._take_usage)
+
+    def _take_usage(self, data: dict[str, Any]) -> None:
+        self.usage = data["usage"]
+        if self.call.response_id is None:
+            self.call.response_id, self.call.response_model = data.get("id"), data.get("model")
+
     def apply(self) -> None:
         self.call.usage = chat_usage(self.usage)
         self.call.tool_calls = [(n or "", a, i) for n, a, i in (self.tools[k] for k in sorted(self.tools))]
