@@ -233,18 +233,20 @@ class Guard:
                     usage.missing.add("input_tokens")
                 if usage.output_tokens == 0 and call.output_chars:
                     usage.missing.add("output_tokens")
-            reported_input = usage is not None and "input_tokens" not in usage.missing
-            if usage is not None and usage.problems:
-                log.warning("otel-budget: the usage reported for a call to %s makes no sense (%s); counted as 0 "
-                            "when negative, else estimated", call.model, ", ".join(usage.problems))
-            if usage is not None and usage.missing:
-                usage = call.usage = self._estimated(usage)
-                call.usage_estimated = True
-            elif usage is None and (call.error is None or call.output_chars or call.stream):
-                # No usage reported (abandoned stream, raw response): the best estimate, never zero.
-                usage = self._estimated(None)
-                call.usage = usage
-                call.usage_estimated = usage is not None
+                reported_input = "input_tokens" not in usage.missing
+                if usage.problems:
+                    log.warning("otel-budget: the usage reported for a call to %s makes no sense (%s); counted as "
+                                "0 when negative, else estimated", call.model, ", ".join(usage.problems))
+                if usage.missing:
+                    usage = call.usage = self._estimated(usage)
+                    call.usage_estimated = True
+            else:
+                reported_input = False
+                if call.error is None or call.output_chars or call.stream:
+                    # No usage reported (abandoned stream, raw response): the best estimate, never zero.
+                    usage = self._estimated(None)
+                    call.usage = usage
+                    call.usage_estimated = usage is not None
             cost = call.reported_cost
             if cost is not None and (isinstance(cost, bool) or not isinstance(cost, (int, float))
                                      or not math.isfinite(cost) or cost < 0):
@@ -260,7 +262,8 @@ class Guard:
                 if pricing is not None:
                     call.cost_usd = pricing.cost(usage.input_tokens, usage.output_tokens, usage.cache_read,
                                                  usage.cache_write)
-                    call.cost_input_usd = pricing.cost(usage.input_tokens, 0, usage.cache_read, usage.cache_write)
+                    if settings.telemetry.openinference:  # only the OpenInference twins split the cost
+                        call.cost_input_usd = pricing.cost(usage.input_tokens, 0, usage.cache_read, usage.cache_write)
                     call.cost_source = "priced"
             elif call.error is not None:
                 call.cost_usd, call.cost_source = 0.0, "priced"
