@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import gc
 import importlib
 import os
 import random
@@ -47,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from workload import _COMPLETION, CALLS, MESSAGES, MODEL, make_client, timed  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-WORK, REF, BARE = "work tree", "ref", "bare SDK"
+WORK, REF, BARE, PEER = "work tree", "ref", "bare SDK", "OTel contrib GenAI (openai-v2)"
 
 
 def load_ref(ref: str) -> Any:
@@ -180,24 +181,46 @@ def report(samples: dict[tuple[str, str], list[float]], args: argparse.Namespace
 
 
 def _one(pkg_name: str, kind: str, n: int, ref: str) -> None:
-    """(Child of --icount) n calls of `kind` with the package named, after setup and warm-up."""
-    pkg = load_ref(ref) if pkg_name == REF else None if pkg_name == BARE else importlib.import_module("otel_budget")
+    """(Child of --icount) n calls of `kind` with the package named, after setup and warm-up. The objects made
+    before the counted calls are frozen out of the collector's reach (`gc.freeze`): the full collections a long
+    process makes now and then would otherwise land in one count and not the other."""
+    pkg = load_ref(ref) if pkg_name == REF else importlib.import_module("otel_budget") if pkg_name == WORK else None
     slot = Slot(pkg_name, pkg, False)
     fn = slot.fn(kind)
     if pkg is None:
-        for _ in range(10 + n):
-            fn(slot.client)
+        if pkg_name == PEER:
+            from peers import PEERS
+
+            PEERS[0].setup(slot.tp)
+        _counted(fn, slot.client, n)
         return
     pkg.instrument(tracer_provider=slot.tp)
     with pkg.run("bench-hot", budget=budget(pkg)):
-        for _ in range(10 + n):
-            fn(slot.client)
+        _counted(fn, slot.client, n)
 
 
-def _instructions(pkg_name: str, kind: str, n: int, ref: str) -> int:
+def _counted(fn: Callable[[Any], None], client: Any, n: int) -> None:
+    for _ in range(10):
+        fn(client)
+    gc.collect()
+    gc.freeze()
+    for _ in range(n):
+        fn(client)
+
+
+def _frozen_work_tree() -> dict[str, str]:
+    """The environment of the counted processes: the work tree's package as it is now, copied, comes first on the
+    path, so an edit made while they run does not reach some of them."""
+    where = Path(tempfile.mkdtemp(prefix="otel-budget-work-"))
+    atexit.register(shutil.rmtree, where, ignore_errors=True)
+    shutil.copytree(ROOT / "otel_budget", where / "otel_budget", ignore=shutil.ignore_patterns("__pycache__"))
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(where), os.environ.get("PYTHONPATH")]))}
+
+
+def _instructions(pkg_name: str, kind: str, n: int, ref: str, env: dict[str, str]) -> int:
     out = subprocess.run(
         ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__,
-         "--one", pkg_name, kind, str(n), "--ref", ref], capture_output=True, text=True, check=True,
+         "--one", pkg_name, kind, str(n), "--ref", ref], capture_output=True, text=True, check=True, env=env,
     )
     found = re.search(r"Collected : (\d+)", out.stderr)
     if found is None:
@@ -210,18 +233,31 @@ def icount(args: argparse.Namespace) -> None:
     if shutil.which("valgrind") is None:
         raise SystemExit("--icount needs valgrind (apt-get install valgrind)")
     n = args.icount_calls
-    names = ([BARE] if args.bare else []) + [REF, WORK]
+    env = _frozen_work_tree()
+    given = args.ref
+    if not Path(args.ref).is_dir():  # the ref's commit, extracted once for every counted process
+        archive = Path(tempfile.mkdtemp(prefix="otel-budget-ref-"))
+        atexit.register(shutil.rmtree, archive, ignore_errors=True)
+        load_ref(args.ref)
+        shutil.copytree(Path(sys.modules["otel_budget_ref"].__file__).parent, archive / "otel_budget_ref",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        args.ref = str(archive)
+    names = ([BARE] if args.bare else []) + ([PEER] if args.peer else []) + [REF, WORK]
     print(f"instructions per call (callgrind, {n} and {2 * n} calls after 10 warm-up calls, every limit on)")
     print("| kind | configuration | instructions/call | overhead over bare |")
     print("|---|---|---:|---:|")
     for kind in args.kinds:
-        got = {name: (_instructions(name, kind, 2 * n, args.ref) - _instructions(name, kind, n, args.ref)) / n
-               for name in names if not (name == BARE and kind == "wrapper")}
+        got = {name: (_instructions(name, kind, 2 * n, args.ref, env) - _instructions(name, kind, n, args.ref, env)) / n
+               for name in names if not (name in (BARE, PEER) and kind == "wrapper")}
         for name, count in got.items():
             over = f"{count - got[BARE]:+,.0f}" if BARE in got and name != BARE else ""
-            label = f"{REF} {args.ref}" if name == REF else name
+            label = f"{REF} {given}" if name == REF else name
             print(f"| {kind} | {label} | {count:,.0f} | {over} |")
         print(f"{kind}: work tree / ref {got[WORK] / got[REF]:.3f} ({(got[WORK] / got[REF] - 1) * 100:+.1f}%)")
+        if BARE in got:
+            over = {name: got[name] - got[BARE] for name in got if name != BARE}
+            print(f"{kind}: overhead, work tree / ref {over[WORK] / over[REF]:.3f}"
+                  + (f"; work tree / best peer {over[WORK] / over[PEER]:.3f}" if PEER in over else ""))
 
 
 def main() -> None:
@@ -238,6 +274,7 @@ def main() -> None:
     ap.add_argument("--bare", action="store_true", help="the bare SDK before and after each repetition")
     ap.add_argument("--icount", action="store_true", help="count instructions (valgrind) instead of timing")
     ap.add_argument("--icount-calls", type=int, default=100, help="N of --icount")
+    ap.add_argument("--peer", action="store_true", help="--icount: OTel contrib GenAI (openai-v2) too (bare SDK + it)")
     ap.add_argument("--one", nargs=3, metavar=("CONFIG", "KIND", "N"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:

@@ -75,8 +75,8 @@ def _ours(key: str) -> bool:
 
 def _passed_through(caller: str, callee: str) -> bool:
     """The SDK's own work we only pass through: the request the guard sends, the chunks the proxy reads."""
-    return (caller.startswith("otel_budget/calls.py:") and caller.endswith(("send", "asend"))
-            and not _ours(callee)) or (caller.startswith("otel_budget/instrumentation/_stream.py:")
+    return (caller.startswith("otel_budget/core/calls.py:") and caller.endswith(("send", "asend"))
+            and not _ours(callee)) or (caller.startswith("otel_budget/instrumentation/providers/_stream.py:")
                                        and callee.startswith("openai/"))
 
 
