@@ -248,8 +248,9 @@ class NodeAdmission(NodeSettlement):
         root = self.root
         root.turns += 1
         adm.turn = root.turns
-        adm.thread = _holder()
-        root.in_flight[adm.thread] += 1
+        adm.thread = holder = _holder()
+        in_flight = root.in_flight
+        in_flight[holder] = in_flight.get(holder, 0) + 1  # (a Counter's missing key runs Python code)
 
     def _refusal_after_wait(self, refusal: lg.Refusal, amounts: dict[str, float], what: str) -> BudgetExceeded:
         """The error of a call that does not fit: a time stop when the run's time ran out meanwhile (while it
