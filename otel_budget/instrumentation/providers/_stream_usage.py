@@ -131,9 +131,8 @@ _NO_CHOICES = ('"choices":[]', '"choices": []')
 
 
 def _usage_only(data: str) -> dict[str, Any] | None:
-    """The parsed JSON of a usage-only chat chunk (no choices, a usage object, no error), else None."""
-    if _NO_CHOICES[0] not in data and _NO_CHOICES[1] not in data:
-        return None
+    """The parsed JSON of a usage-only chat chunk (no choices, a usage object, no error), else None. Called only for
+    an event whose text shows no choices (`_NO_CHOICES`)."""
     try:
         parsed = json.loads(data)
     except ValueError:
@@ -153,11 +152,13 @@ def skip_usage_event(stream: Any, take: Callable[[dict[str, Any]], None]) -> Non
     events = getattr(stream, "_iter_events", None)
     if events is None or not callable(events):
         return
+    no_choices, spaced = _NO_CHOICES
     if type(stream).__name__ == "AsyncStream":
 
         async def aiterate() -> Any:
             async for sse in events():
-                parsed = _usage_only(sse.data)
+                data = sse.data
+                parsed = _usage_only(data) if no_choices in data or spaced in data else None
                 if parsed is None:
                     yield sse
                 else:
@@ -168,7 +169,8 @@ def skip_usage_event(stream: Any, take: Callable[[dict[str, Any]], None]) -> Non
 
         def iterate() -> Any:
             for sse in events():
-                parsed = _usage_only(sse.data)
+                data = sse.data
+                parsed = _usage_only(data) if no_choices in data or spaced in data else None
                 if parsed is None:
                     yield sse
                 else:

@@ -174,8 +174,44 @@ class ChatStream:
         self.usage: Any = None
 
     def feed(self, chunk: Any) -> bool:
-        if type(chunk) is _TYPED[0]:
-            return self._feed_typed(chunk)
+        """The openai SDK's own chunk: typed objects all the way down, never a dict, every declared field set (the
+        SDK's `construct` fills defaults), so fields are read as attributes; anything else by `_feed_any`."""
+        if type(chunk) is not _TYPED[0]:
+            return self._feed_any(chunk)
+        call = self.call
+        if call.response_id is None:
+            call.response_id = chunk.id
+            call.response_model = chunk.model
+        usage = chunk.usage
+        choices = chunk.choices
+        if self.hide_usage:
+            if usage is not None:
+                self.usage = usage
+                if not choices:
+                    return False
+                chunk.__dict__["usage"] = None
+            fields = chunk.__pydantic_fields_set__
+            if "usage" in fields:  # the `"usage": null` the server added only for us
+                fields.discard("usage")
+        elif usage is not None:
+            self.usage = usage
+        for choice in choices or ():
+            delta = choice.delta
+            content = delta.content
+            if content:
+                call.output_chars += len(content)
+                if call.output_text is not None:
+                    call.output_text.append(content)
+            tool_calls = delta.tool_calls
+            if tool_calls:
+                self._tool_deltas(tool_calls, getattr)
+            reason = choice.finish_reason
+            if reason:
+                call.finish_reasons.append(reason)
+        return True
+
+    def _feed_any(self, chunk: Any) -> bool:
+        """`feed` for a dict or another library's chunk (LiteLLM)."""
         call = self.call
         if call.response_id is None:
             call.response_id = _get(chunk, "id")
@@ -199,41 +235,6 @@ class ChatStream:
             if tool_calls:
                 self._tool_deltas(tool_calls, _get)
             reason = _get(choice, "finish_reason")
-            if reason:
-                call.finish_reasons.append(reason)
-        return True
-
-    def _feed_typed(self, chunk: Any) -> bool:
-        """`feed` for the openai SDK's own chunk: typed objects all the way down, never a dict, every declared
-        field set (the SDK's `construct` fills defaults), so fields are read as attributes."""
-        call = self.call
-        if call.response_id is None:
-            call.response_id = chunk.id
-            call.response_model = chunk.model
-        usage = chunk.usage
-        choices = chunk.choices
-        if self.hide_usage:
-            if usage is not None:
-                self.usage = usage
-                if not choices:
-                    return False
-                chunk.__dict__["usage"] = None
-            fields = getattr(chunk, "__pydantic_fields_set__", None)
-            if fields is not None and "usage" in fields:  # the `"usage": null` the server added only for us
-                fields.discard("usage")
-        elif usage is not None:
-            self.usage = usage
-        for choice in choices or ():
-            delta = getattr(choice, "delta", None)
-            content = getattr(delta, "content", None)
-            if content:
-                call.output_chars += len(content)
-                if call.output_text is not None:
-                    call.output_text.append(content)
-            tool_calls = getattr(delta, "tool_calls", None)
-            if tool_calls:
-                self._tool_deltas(tool_calls, getattr)
-            reason = getattr(choice, "finish_reason", None)
             if reason:
                 call.finish_reasons.append(reason)
         return True
