@@ -176,7 +176,8 @@ class ChatStream:
     def feed(self, chunk: Any) -> bool:
         """The openai SDK's own chunk: typed objects all the way down, never a dict, every declared field set (the
         SDK's `construct` fills defaults), so fields are read as attributes; anything else by `_feed_any`."""
-        if type(chunk) is not _TYPED[0]:
+        sdk_chunk: Any = _TYPED[0]  # (typed Any: the check narrows nothing for the type checker)
+        if type(chunk) is not sdk_chunk:
             return self._feed_any(chunk)
         call = self.call
         if call.response_id is None:
