@@ -19,6 +19,7 @@ from typing import Any
 
 from ...core.calls import Guard
 from ...model.call import ModelCall
+from ._stream import weak_method
 
 log = logging.getLogger(__name__)
 
@@ -149,9 +150,9 @@ def skip_usage_event(stream: Any, take: Callable[[dict[str, Any]], None]) -> Non
     it), and the SDK building a chunk object from it costs as much as a chunk of the answer. Only for the openai
     SDK's streams (their `_iter_events`, read when iteration starts); any other stream is left as it is, and an
     event that is not plainly usage-only goes to the SDK as before."""
-    events = getattr(stream, "_iter_events", None)
-    if events is None or not callable(events):
+    if not callable(getattr(stream, "_iter_events", None)):
         return
+    events = weak_method(stream, "_iter_events")  # set on the stream itself: no reference cycle through it
     no_choices, spaced = _NO_CHOICES
     if type(stream).__name__ == "AsyncStream":
 
