@@ -1,18 +1,34 @@
-"""otel-budget's wrapper against itself at another commit, in one process: a precise A/B of a hot-path cut.
+"""A hot-path cut, before and after: otel-budget's work tree against the package at another commit, in one process.
 
-The other commit's package is extracted (`git archive`) as `otel_budget_ref` (the package imports itself
-relatively), then blocks of each alternate: instrument, open a budgeted run, warm up, time N calls (process CPU
-time), close, uninstrument. `wrapper` times the wrapper alone (the SDK's request replaced by a function returning
-a parsed completion), `plain` and `stream` the real openai SDK through the in-process transport; the bare SDK is
-timed in the same rotation. `--meter` adds an SDK MeterProvider (in-memory reader), as users have one.
-Run: `.venv/bin/python bench/hot_path.py --ref HEAD [--kind wrapper] [--meter]`.
+The other commit's package is extracted (`git archive`) and imported as `otel_budget_ref` (the package imports
+itself relatively, so it runs under the other name); `--ref` may also name a directory holding such a copy. Each
+repetition times the configurations in turn, each in its own slot: instrument, open a budgeted run with every limit
+on (as `overhead.py` runs it), warm up, time a batch, close, uninstrument. A slot's time is the fastest of
+`--batches` batches (process CPU time), so a burst of a shared machine's load rarely reaches the figures.
+
+Kinds (`--kinds`): `wrapper` times the wrapper alone (the SDK's request replaced by a function returning a parsed
+completion: span, admission, pricing, settlement included), `plain` and `stream` the real openai SDK through the
+in-process transport of `workload.py`. `--bare` adds the bare SDK before and after the configurations of each
+repetition, for the overheads `overhead.py` reports (paired and min-to-min). `--meter` adds an SDK MeterProvider
+(in-memory reader). `--icount` counts instructions instead of timing them (valgrind's callgrind, the same calls N
+and 2N times in fresh processes: the difference over N), which a loaded machine does not disturb.
+
+Prints a table; writes nothing. How the figures in results.md were made:
+- "Second pass" (hot-span): `--kinds wrapper --calls 300 --reps 15` (alternated blocks, one batch each);
+- "The openai adapter" (hot-openai): `--kinds plain,stream --bare --shuffle --calls 30 --streams 8 --batches 5
+  --reps 30`.
+Run: `.venv/bin/python bench/hot_path.py --ref main [--kinds wrapper,plain,stream] [--bare] [--icount]`.
 """
 
 from __future__ import annotations
 
 import argparse
 import atexit
+import gc
 import importlib
+import os
+import random
+import re
 import shutil
 import statistics
 import subprocess
@@ -32,16 +48,27 @@ sys.path.insert(0, str(Path(__file__).parent))
 from workload import _COMPLETION, CALLS, MESSAGES, MODEL, make_client, timed  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
+WORK, REF, BARE, PEER = "work tree", "ref", "bare SDK", "OTel contrib GenAI (openai-v2)"
 
 
 def load_ref(ref: str) -> Any:
-    """The package as it is at `ref`, importable as `otel_budget_ref`."""
+    """The package as it is at `ref` (a commit, or a directory holding a copy), importable as `otel_budget_ref`."""
+    given = Path(ref)
+    if given.is_dir():
+        source = given / "otel_budget_ref" if (given / "otel_budget_ref").is_dir() else given / "otel_budget"
+        if not source.is_dir():
+            raise SystemExit(f"{ref}: no otel_budget or otel_budget_ref package in it")
+    else:
+        source = None
     where = Path(tempfile.mkdtemp(prefix="otel-budget-ref-"))
     atexit.register(shutil.rmtree, where, ignore_errors=True)
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "otel_budget"], check=True,
-                             capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(where)], input=archive, check=True)
-    (where / "otel_budget").rename(where / "otel_budget_ref")
+    if source is not None:
+        shutil.copytree(source, where / "otel_budget_ref")
+    else:
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "otel_budget"], check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(where)], input=archive, check=True)
+        (where / "otel_budget").rename(where / "otel_budget_ref")
     sys.path.insert(0, str(where))
     return importlib.import_module("otel_budget_ref")
 
@@ -71,56 +98,195 @@ def wrapper_call(pkg: Any) -> Callable[[Any], None]:
     return one
 
 
-def block(pkg: Any | None, kind: str, n: int, tp: TracerProvider, mp: Any, exporter: InMemorySpanExporter) -> float:
-    """us per call of one block: `pkg` instrumented (None: the bare SDK) in a budgeted run."""
-    client = make_client()
+class Slot:
+    """One configuration: the package it instruments with (None: the bare SDK), its exporter and client."""
+
+    def __init__(self, name: str, pkg: Any | None, meter: bool) -> None:
+        self.name, self.pkg = name, pkg
+        self.exporter = InMemorySpanExporter()
+        self.tp = TracerProvider()
+        self.tp.add_span_processor(SimpleSpanProcessor(self.exporter))
+        self.mp = MeterProvider(metric_readers=[InMemoryMetricReader()]) if meter else None
+        self.client = make_client()
+        self.calls: dict[str, Callable[[Any], None]] = {}
+
+    def fn(self, kind: str) -> Callable[[Any], None]:
+        if kind not in self.calls:
+            self.calls[kind] = wrapper_call(self.pkg) if kind == "wrapper" and self.pkg else CALLS[
+                "plain" if kind == "wrapper" else kind]
+        return self.calls[kind]
+
+    def time(self, kind: str, n: int, batches: int) -> float:
+        """us per call: the fastest of `batches` batches of n calls, inside a budgeted run."""
+        fn, pkg = self.fn(kind), self.pkg
+        if pkg is None:
+            timed(fn, self.client, 5)
+            return min(timed(fn, self.client, n) for _ in range(batches))
+        pkg.instrument(tracer_provider=self.tp, meter_provider=self.mp)
+        try:
+            with pkg.run("bench-hot", budget=budget(pkg)):
+                timed(fn, self.client, 10)
+                self.exporter.clear()
+                us = min(timed(fn, self.client, n) for _ in range(batches))
+                if not self.exporter.get_finished_spans():
+                    raise SystemExit(f"{self.name}: no spans were recorded")
+        finally:
+            pkg.uninstrument()
+            self.exporter.clear()
+        return us
+
+
+def measure(args: argparse.Namespace, ref: Any) -> dict[tuple[str, str], list[float]]:
+    """Samples per (configuration, kind); the bare SDK (with --bare) twice per repetition."""
+    import otel_budget
+
+    slots = [Slot(f"{REF} {args.ref}", ref, args.meter), Slot(WORK, otel_budget, args.meter)]
+    bare = Slot(BARE, None, False) if args.bare else None
+    rng = random.Random(args.seed)
+    n = {"wrapper": args.calls, "plain": args.calls, "stream": args.streams}
+    samples: dict[tuple[str, str], list[float]] = {}
+    for rep in range(args.reps):
+        for kind in args.kinds:
+            order = rng.sample(slots, len(slots)) if args.shuffle else slots if rep % 2 == 0 else slots[::-1]
+            row = [bare, *order, bare] if bare is not None and kind != "wrapper" else order
+            for slot in row:
+                samples.setdefault((slot.name, kind), []).append(slot.time(kind, n[kind], args.batches))  # type: ignore[union-attr]
+        print(f"  repetition {rep + 1}/{args.reps}", file=sys.stderr)
+    return samples
+
+
+def report(samples: dict[tuple[str, str], list[float]], args: argparse.Namespace) -> None:
+    ref_name = f"{REF} {args.ref}"
+    print(f"reps={args.reps} calls={args.calls} streams={args.streams} batches={args.batches} meter={args.meter} "
+          f"load {' / '.join(f'{x:.1f}' for x in os.getloadavg())}; us of process CPU per call")
+    print("| kind | configuration | median | min | paired overhead | min-to-min overhead |")
+    print("|---|---|---:|---:|---:|---:|")
+    for kind in args.kinds:
+        bare = samples.get((BARE, kind))
+        for name in ([BARE] if bare else []) + [ref_name, WORK]:
+            values = samples[(name, kind)]
+            paired = m2m = ""
+            if bare and name != BARE:
+                paired = f"{statistics.median(v - (bare[2 * i] + bare[2 * i + 1]) / 2 for i, v in enumerate(values)):+.1f}"
+                m2m = f"{min(values) - min(bare):+.1f}"
+            print(f"| {kind} | {name} | {statistics.median(values):.1f} | {min(values):.1f} | {paired} | {m2m} |")
+    for kind in args.kinds:
+        a, b = samples[(ref_name, kind)], samples[(WORK, kind)]
+        diffs = [y - x for x, y in zip(a, b, strict=True)]
+        print(f"{kind}: work tree - ref, median of paired differences {statistics.median(diffs):+.1f} us/call "
+              f"({statistics.median(diffs) / statistics.median(a) * 100:+.1f}%)")
+
+
+# --- instruction counts ------------------------------------------------------------------------------------
+
+
+def _one(pkg_name: str, kind: str, n: int, ref: str) -> None:
+    """(Child of --icount) n calls of `kind` with the package named, after setup and warm-up. The objects made
+    before the counted calls are frozen out of the collector's reach (`gc.freeze`): the full collections a long
+    process makes now and then would otherwise land in one count and not the other."""
+    pkg = load_ref(ref) if pkg_name == REF else importlib.import_module("otel_budget") if pkg_name == WORK else None
+    slot = Slot(pkg_name, pkg, False)
+    fn = slot.fn(kind)
     if pkg is None:
-        fn = CALLS["plain" if kind == "wrapper" else kind]
-        timed(fn, client, 5)
-        return timed(fn, client, n)
-    fn = wrapper_call(pkg) if kind == "wrapper" else CALLS[kind]
-    pkg.instrument(tracer_provider=tp, meter_provider=mp)
-    try:
-        with pkg.run("bench-hot", budget=budget(pkg)):
-            timed(fn, client, 10)
-            us = timed(fn, client, n)
-    finally:
-        pkg.uninstrument()
-        exporter.clear()
-    return us
+        if pkg_name == PEER:
+            from peers import PEERS
+
+            PEERS[0].setup(slot.tp)
+        _counted(fn, slot.client, n)
+        return
+    pkg.instrument(tracer_provider=slot.tp)
+    with pkg.run("bench-hot", budget=budget(pkg)):
+        _counted(fn, slot.client, n)
+
+
+def _counted(fn: Callable[[Any], None], client: Any, n: int) -> None:
+    for _ in range(10):
+        fn(client)
+    gc.collect()
+    gc.freeze()
+    for _ in range(n):
+        fn(client)
+
+
+def _frozen_work_tree() -> dict[str, str]:
+    """The environment of the counted processes: the work tree's package as it is now, copied, comes first on the
+    path, so an edit made while they run does not reach some of them."""
+    where = Path(tempfile.mkdtemp(prefix="otel-budget-work-"))
+    atexit.register(shutil.rmtree, where, ignore_errors=True)
+    shutil.copytree(ROOT / "otel_budget", where / "otel_budget", ignore=shutil.ignore_patterns("__pycache__"))
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(where), os.environ.get("PYTHONPATH")]))}
+
+
+def _instructions(pkg_name: str, kind: str, n: int, ref: str, env: dict[str, str]) -> int:
+    out = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__,
+         "--one", pkg_name, kind, str(n), "--ref", ref], capture_output=True, text=True, check=True, env=env,
+    )
+    found = re.search(r"Collected : (\d+)", out.stderr)
+    if found is None:
+        raise SystemExit(f"callgrind gave no count:\n{out.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def icount(args: argparse.Namespace) -> None:
+    """Instructions per call: (the count for 2N calls - the count for N calls) / N, each in a fresh process."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--icount needs valgrind (apt-get install valgrind)")
+    n = args.icount_calls
+    env = _frozen_work_tree()
+    given = args.ref
+    if not Path(args.ref).is_dir():  # the ref's commit, extracted once for every counted process
+        archive = Path(tempfile.mkdtemp(prefix="otel-budget-ref-"))
+        atexit.register(shutil.rmtree, archive, ignore_errors=True)
+        load_ref(args.ref)
+        shutil.copytree(Path(sys.modules["otel_budget_ref"].__file__).parent, archive / "otel_budget_ref",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        args.ref = str(archive)
+    names = ([BARE] if args.bare else []) + ([PEER] if args.peer else []) + [REF, WORK]
+    print(f"instructions per call (callgrind, {n} and {2 * n} calls after 10 warm-up calls, every limit on)")
+    print("| kind | configuration | instructions/call | overhead over bare |")
+    print("|---|---|---:|---:|")
+    for kind in args.kinds:
+        got = {name: (_instructions(name, kind, 2 * n, args.ref, env) - _instructions(name, kind, n, args.ref, env)) / n
+               for name in names if not (name in (BARE, PEER) and kind == "wrapper")}
+        for name, count in got.items():
+            over = f"{count - got[BARE]:+,.0f}" if BARE in got and name != BARE else ""
+            label = f"{REF} {given}" if name == REF else name
+            print(f"| {kind} | {label} | {count:,.0f} | {over} |")
+        print(f"{kind}: work tree / ref {got[WORK] / got[REF]:.3f} ({(got[WORK] / got[REF] - 1) * 100:+.1f}%)")
+        if BARE in got:
+            over = {name: got[name] - got[BARE] for name in got if name != BARE}
+            print(f"{kind}: overhead, work tree / ref {over[WORK] / over[REF]:.3f}"
+                  + (f"; work tree / best peer {over[WORK] / over[PEER]:.3f}" if PEER in over else ""))
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--ref", default="HEAD", help="the commit to compare the working tree with")
-    ap.add_argument("--kind", choices=["wrapper", "plain", "stream"], default="wrapper")
-    ap.add_argument("--n", type=int, default=300, help="calls per block")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--ref", default="HEAD", help="the commit (or a directory with a copy) to compare with")
+    ap.add_argument("--kinds", default="wrapper", help="comma-separated: wrapper, plain, stream")
+    ap.add_argument("--calls", type=int, default=300, help="wrapper or non-streamed calls per batch")
+    ap.add_argument("--streams", type=int, default=40, help="streamed calls per batch")
+    ap.add_argument("--batches", type=int, default=1, help="batches per slot; the fastest counts")
     ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--shuffle", action="store_true", help="shuffle the order in each repetition (else alternate)")
+    ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--meter", action="store_true", help="an SDK MeterProvider with an in-memory reader")
-    ap.add_argument("--bare", action="store_true", help="time the bare SDK too (not for --kind wrapper)")
+    ap.add_argument("--bare", action="store_true", help="the bare SDK before and after each repetition")
+    ap.add_argument("--icount", action="store_true", help="count instructions (valgrind) instead of timing")
+    ap.add_argument("--icount-calls", type=int, default=100, help="N of --icount")
+    ap.add_argument("--peer", action="store_true", help="--icount: OTel contrib GenAI (openai-v2) too (bare SDK + it)")
+    ap.add_argument("--one", nargs=3, metavar=("CONFIG", "KIND", "N"), help=argparse.SUPPRESS)
     args = ap.parse_args()
-    import otel_budget
-
-    ref = load_ref(args.ref)
-    exporter = InMemorySpanExporter()
-    tp = TracerProvider()
-    tp.add_span_processor(SimpleSpanProcessor(exporter))
-    mp = MeterProvider(metric_readers=[InMemoryMetricReader()]) if args.meter else None
-    configs: list[tuple[str, Any]] = [("ref " + args.ref, ref), ("work tree", otel_budget)]
-    if args.bare and args.kind != "wrapper":
-        configs.insert(0, ("bare SDK", None))
-    samples: dict[str, list[float]] = {name: [] for name, _ in configs}
-    for rep in range(args.reps):
-        order = configs if rep % 2 == 0 else configs[::-1]
-        for name, pkg in order:
-            samples[name].append(block(pkg, args.kind, args.n, tp, mp, exporter))
-    a, b = samples["ref " + args.ref], samples["work tree"]
-    diffs = [y - x for x, y in zip(a, b, strict=True)]
-    print(f"kind={args.kind} meter={args.meter} n={args.n} reps={args.reps}")
-    for name, values in samples.items():
-        print(f"  {name:>12}: median {statistics.median(values):8.1f} us/call  min {min(values):8.1f}")
-    print(f"  paired diff (work - ref): median {statistics.median(diffs):+.1f} us/call  "
-          f"({statistics.median(diffs) / statistics.median(a) * 100:+.1f}%)")
+    if args.one:
+        _one(args.one[0], args.one[1], int(args.one[2]), args.ref)
+        return
+    args.kinds = args.kinds.split(",")
+    if unknown := set(args.kinds) - {"wrapper", "plain", "stream"}:
+        raise SystemExit(f"unknown kinds: {', '.join(sorted(unknown))}")
+    if args.icount:
+        icount(args)
+        return
+    report(measure(args, load_ref(args.ref)), args)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ of bench/results.md. Run: `make bench`, or `.venv/bin/python bench/overhead.py [
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import platform
 import random
@@ -135,12 +136,16 @@ def report(samples: dict[str, dict[str, list[float]]], notes: list[str], flat: l
                              f"{paired:+.0f} | {m2m:+.0f} |")
     if peers and OURS.name in over:
         lines += ["", "| call | figure | ours | best peer | x best peer |", "|---|---|---:|---:|---:|"]
+        ratios = []
         for kind, label in KINDS.items():
             for i, figure in enumerate(("paired", "min-to-min")):
                 best = min(peers, key=lambda n: over[n][kind][i])
                 ours, theirs = over[OURS.name][kind][i], over[best][kind][i]
                 ratio = f"{ours / theirs:.2f}" if theirs > 0 else "n/a"
+                ratios.append(ours / theirs if theirs > 0 else math.inf)
                 lines.append(f"| {label} | {figure} | {ours:+.0f} | {theirs:+.0f} ({best}) | {ratio} |")
+        lines += ["", f"At or below the best peer on all four figures: {'yes' if max(ratios) <= 1 else 'no'} "
+                  f"(highest ratio {max(ratios):.2f}); half of it (0.5): {'yes' if max(ratios) <= 0.5 else 'no'}."]
     lines += ["", f"### From turn 1 to turn {flat[-1][1]:,}", "",
               f"One budgeted run of {flat[-1][1]:,} non-streamed calls (after a warm-up run); in each stretch, chunks "
               "of 10 metered calls alternate with 10 bare calls made at the same point (median of the chunks' "
@@ -151,6 +156,10 @@ def report(samples: dict[str, dict[str, list[float]]], notes: list[str], flat: l
               "calls:", "",
               "| turn | us/call |", "|---:|---:|"]
     lines += [f"| {mark:,} | {us:.1f} |" for mark, us in wrapper]
+    values = [us for _, us in wrapper]
+    spread = max(values) / min(values) - 1
+    lines += ["", f"Spread: the slowest mark {spread:.1%} above the fastest (flat means within 5%: "
+              f"{'yes' if spread <= 0.05 else 'no'})."]
     return "\n".join(lines) + "\n"
 
 

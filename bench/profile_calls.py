@@ -28,6 +28,7 @@ from sections import write_section  # noqa: E402
 from workload import CALLS, STREAM_CHUNKS  # noqa: E402
 
 HEADING = "## Where otel-budget's time goes (`bench/profile_calls.py`)"
+ROOT = Path(__file__).resolve().parent.parent  # the work tree (an editable install imports the package from it)
 Func = tuple[str, int, str]
 
 #: (what it is for, pattern on "path:function"); the first match wins.
@@ -63,7 +64,7 @@ def _where(func: Func) -> str:
     path, _, name = func
     if path == "~":
         return f"~:{name}"
-    for marker in ("site-packages/", "/bench-peers/", "python3.11/"):
+    for marker in ("site-packages/", "/bench-peers/", "python3.11/", f"{ROOT}/"):
         if marker in path:
             path = path.split(marker, 1)[1]
     return f"{path}:{name}"
@@ -74,9 +75,11 @@ def _ours(key: str) -> bool:
 
 
 def _passed_through(caller: str, callee: str) -> bool:
-    """The SDK's own work we only pass through: the request the guard sends, the chunks the proxy reads."""
-    return (caller.startswith("otel_budget/calls.py:") and caller.endswith(("send", "asend"))
-            and not _ours(callee)) or (caller.startswith("otel_budget/instrumentation/_stream.py:")
+    """The SDK's own work we only pass through: the request the guard sends, the chunks the proxy reads (and the
+    server-sent events under them, which the usage filter passes on)."""
+    return (caller.startswith("otel_budget/core/calls.py:") and caller.endswith(("send", "asend"))
+            and not _ours(callee)) or (caller.startswith(("otel_budget/instrumentation/providers/_stream.py:",
+                                                          "otel_budget/instrumentation/providers/_stream_usage.py:"))
                                        and callee.startswith("openai/"))
 
 

@@ -175,3 +175,24 @@ def test_a_child_run_that_ends_with_an_open_stream_charges_its_parent(otel, llm,
         assert _released(parent)
     assert stream is not None
     assert parent.outcome.usage.model_calls == 1
+
+
+def test_a_stream_read_to_its_end_goes_with_its_response_without_the_garbage_collector(otel, llm, oai):
+    """What we hang on a stream (its response's close, the usage filter) holds it weakly: no reference cycle keeps
+    the response and all it holds until the collector runs (a cycle per stream made four times the collections)."""
+    import gc
+    import weakref
+
+    llm.default = Turn(text="one two three four", chunks=4)
+    with ob.run("reader", budget=ob.Budget(max_usd=1.0, max_seconds=60)) as run:
+        gc.disable()
+        try:
+            stream = oai.chat.completions.create(model="gpt-4o", messages=MSG, stream=True)
+            response = weakref.ref(stream.response)
+            for _ in stream:
+                pass
+            del stream
+            assert response() is None
+        finally:
+            gc.enable()
+    assert run.outcome.usage.model_calls == 1

@@ -31,3 +31,28 @@ def test_a_body_that_refers_to_itself_is_measured_by_its_repr():
 
 def test_no_body_is_size_zero():
     assert body_chars(SimpleNamespace(json_data=None)) == 0
+
+
+def test_the_server_of_a_span_is_what_the_client_class_says_its_base_url_is():
+    """The wrapper reads a client's own `_base_url` only for a class whose `base_url` property returns just that;
+    a class whose property says otherwise is read through its property, call after call."""
+    from otel_budget.instrumentation.providers import _params
+    from otel_budget.instrumentation.providers._request import _base_url
+
+    class Plain:
+        def __init__(self, url: str) -> None:
+            self._base_url = url
+
+        @property
+        def base_url(self) -> str:
+            return self._base_url
+
+    class Routed(Plain):
+        @property
+        def base_url(self) -> str:
+            return "https://gateway.example:8443/v1/"
+
+    for _ in range(3):
+        assert _params.server(_base_url(Plain("http://a.example:1/"))) == ("a.example", 1)
+        assert _params.server(_base_url(Plain("http://b.example/"))) == ("b.example", 80)
+        assert _params.server(_base_url(Routed("http://a.example:1/"))) == ("gateway.example", 8443)

@@ -150,6 +150,35 @@ def test_the_caller_sees_the_stream_as_the_server_sends_it_without_the_option(ot
     assert run.outcome.usage.output_tokens == 20
 
 
+@pytest.mark.parametrize("path", PATHS)
+def test_the_sdk_never_builds_the_usage_only_chunk_only_we_asked_for(otel, llm, path, monkeypatch):
+    """Hidden from the caller anyway, it is read from its event: the SDK builds a chunk object only for what the
+    caller sees (a chunk object costs about as much as the whole of our per-call work)."""
+    fn, is_async = PATHS[path]
+    llm.default = REPORTED
+    built: list[Any] = []
+    cls = openai.AsyncOpenAI if is_async else openai.OpenAI
+    process = cls._process_response_data
+
+    def counting(self: Any, *, data: Any, **kwargs: Any) -> Any:
+        built.append(data)
+        return process(self, data=data, **kwargs)
+
+    monkeypatch.setattr(cls, "_process_response_data", counting)
+    outside = fn(_client(llm, is_async))  # no run: no usage asked for
+    built_outside = len(built)
+    built.clear()
+    run, inside = _in_run(None, lambda: fn(_client(llm, is_async)))
+    assert "stream_options" in llm.requests[1].body
+    assert inside == outside
+    assert [d for d in built if not d.get("choices")] == []  # no usage-only chunk was built
+    assert len(built) == built_outside
+    assert (run.outcome.usage.input_tokens, run.outcome.usage.output_tokens) == (1_234, 56)
+    (_, span) = otel.chat_spans()
+    assert (span.attributes["gen_ai.usage.input_tokens"], span.attributes["gen_ai.usage.output_tokens"]) == (1_234, 56)
+    assert ESTIMATED not in span.attributes
+
+
 def test_a_langchain_openai_stream_in_a_run_without_limits_is_exact_and_unchanged(otel, llm):
     import langchain_openai
 

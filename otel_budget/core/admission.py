@@ -106,16 +106,17 @@ class NodeAdmission(NodeSettlement):
         what = f"the call to {model}"
         self._check_gates(what)
         limited = self._limited()
-        if "tool_calls" in limited and lg.headroom(self.accounts, "tool_calls") < 0:
+        tools_left = lg.headroom(self.accounts, "tool_calls") if "tool_calls" in limited else math.inf
+        if tools_left < 0:
             raise self.stop(
                 StopReason.TOOL_CALLS, "max_tool_calls", f"{what} was not sent: the model requested more tool "
                 "calls than max_tool_calls allows.", by=self._exhausted("tool_calls")
             )
         amounts: dict[str, float] = {"steps": 1.0}
         adm = Admission(self, amounts)
-        if "tool_calls" in limited and lg.headroom(self.accounts, "tool_calls") < 1:
+        if tools_left < 1:
             adm.no_tools = True  # no tool call remains: the call goes without tools, so the model can answer
-        if not limited - _COUNT_DIMS:
+        if limited <= _COUNT_DIMS:
             self._reserve(adm, what)
             return adm
         # A small margin covers what the SDK adds to the body and the provider's message framing tokens.
@@ -140,21 +141,24 @@ class NodeAdmission(NodeSettlement):
         out = max_output
         input_cost = per_token = 0.0
         if pricing is not None:
-            input_cost = pricing.cost(est_in, 0)
+            input_cost = plain_input = pricing.cost(est_in, 0)
             if not adm.estimated:  # an upper bound prices every input token at the dearest input rate
                 input_cost = max(input_cost, pricing.cost(est_in, 0, cache_read=est_in),
                                  pricing.cost(est_in, 0, cache_write=est_in))
-            per_token = (pricing.cost(est_in, 1_000_000) - pricing.cost(est_in, 0)) / 1_000_000
+            per_token = (pricing.cost(est_in, 1_000_000) - plain_input) / 1_000_000
         n = max(1, choices)
         if out is None:
-            rooms = {
-                "output_tokens": lg.headroom(self.accounts, "output_tokens"),
-                "total_tokens": lg.headroom(self.accounts, "total_tokens") - est_in,
-            }
+            # The dimension that leaves the least room for output bounds it (the first of these on a tie).
+            accounts = self.accounts
+            adm.bound_by, room = "output_tokens", lg.headroom(accounts, "output_tokens")
+            total_room = lg.headroom(accounts, "total_tokens") - est_in
+            if total_room < room:
+                adm.bound_by, room = "total_tokens", total_room
             if per_token > 0:
-                rooms["usd"] = (lg.headroom(self.accounts, "usd") - input_cost) / per_token
-            adm.bound_by = min(rooms, key=lambda d: rooms[d])
-            room = rooms[adm.bound_by] / n  # each of the n answers may write up to the limit
+                usd_room = (lg.headroom(accounts, "usd") - input_cost) / per_token
+                if usd_room < room:
+                    adm.bound_by, room = "usd", usd_room
+            room = room / n  # each of the n answers may write up to the limit
             if room <= AUTO_MAX_TOKENS_CEILING and self._auto_max_tokens():
                 out = max(0, int(room))
                 adm.set_max_tokens = out >= 1
@@ -198,7 +202,8 @@ class NodeAdmission(NodeSettlement):
     def _reserve(self, adm: Admission, what: str) -> None:
         root = self.root
         settled = root.settled_count
-        refusal = lg.reserve(self.accounts, adm.amounts, self.lock)
+        local = not self.scopes  # no shared scope: the call takes its turn with the reservation, in one lock
+        refusal = self._reserve_here(adm, local)
         until: float | None = None
         while refusal is not None:
             # Only what other calls hold in flight may be in the way: wait for one of them to settle, re-check.
@@ -210,23 +215,42 @@ class NodeAdmission(NodeSettlement):
             until = self.wait_until() if until is None else until
             with root.settled:
                 seen = settled
-                root.settled.wait_for(lambda: root.settled_count != seen,  # noqa: B023
-                                      timeout=max(0.0, until - time.monotonic()))
+                root.threads_waiting += 1
+                try:
+                    root.settled.wait_for(lambda: root.settled_count != seen,  # noqa: B023
+                                          timeout=max(0.0, until - time.monotonic()))
+                finally:
+                    root.threads_waiting -= 1
                 if root.settled_count == settled:
                     break  # nothing settled in time: refuse
                 settled = root.settled_count
-            refusal = lg.reserve(self.accounts, adm.amounts, self.lock)
+            refusal = self._reserve_here(adm, local)
         if refusal is not None:
             raise self._refusal_after_wait(refusal, adm.amounts, what)
-        if self.scopes:
+        if not local:
             adm.shared = self._reserve_shared(adm.amounts, what, local=adm.amounts)
         if self.deadline is not math.inf:
             adm.timeout = max(0.001, self.time_left())
+        if not local:
+            with self.lock:
+                self._take_turn(adm)
+
+    def _reserve_here(self, adm: Admission, turn: bool) -> lg.Refusal | None:
+        """Reserve in this run's accounts (and the ancestors'); with `turn`, the call's turn is taken at once."""
         with self.lock:
-            root.turns += 1
-            adm.turn = root.turns
-            adm.thread = _holder()
-            root.in_flight[adm.thread] += 1
+            refusal = lg.reserve_locked(self.accounts, adm.amounts)
+            if refusal is None and turn:
+                self._take_turn(adm)
+        return refusal
+
+    def _take_turn(self, adm: Admission) -> None:
+        """Number the admitted call and count it in flight (the caller holds the lock)."""
+        root = self.root
+        root.turns += 1
+        adm.turn = root.turns
+        adm.thread = holder = _holder()
+        in_flight = root.in_flight
+        in_flight[holder] = in_flight.get(holder, 0) + 1  # (a Counter's missing key runs Python code)
 
     def _refusal_after_wait(self, refusal: lg.Refusal, amounts: dict[str, float], what: str) -> BudgetExceeded:
         """The error of a call that does not fit: a time stop when the run's time ran out meanwhile (while it

@@ -66,7 +66,7 @@ class Guard:
         #: `time.monotonic()` by which the whole call must end (inf: no time limit).
         self.deadline = math.inf
         if node is not None and node.deadline != math.inf:
-            self.deadline = time.monotonic() + node.time_left()
+            self.deadline = node.deadline + node._paused_chain()  # now + node.time_left()
         #: A stream's reader (`apply()` writes what it saw into `call`), applied when the call is abandoned.
         self.reader: Any = None
         self._done = False
@@ -205,8 +205,8 @@ class Guard:
 
     def _known_chars(self) -> int:
         """The request size if it was measured for the admission (never measured just for this)."""
-        memo = getattr(self.input_chars, "memo", None)
-        return memo[0] if memo else 0
+        chars = self.input_chars
+        return chars.known if type(chars) is _Counted and chars.known is not None else 0
 
     def _estimated(self, usage: TokenUsage | None) -> TokenUsage | None:
         """Usage with what was not reported estimated: input from the admission, output from the text seen."""
@@ -233,18 +233,20 @@ class Guard:
                     usage.missing.add("input_tokens")
                 if usage.output_tokens == 0 and call.output_chars:
                     usage.missing.add("output_tokens")
-            reported_input = usage is not None and "input_tokens" not in usage.missing
-            if usage is not None and usage.problems:
-                log.warning("otel-budget: the usage reported for a call to %s makes no sense (%s); counted as 0 "
-                            "when negative, else estimated", call.model, ", ".join(usage.problems))
-            if usage is not None and usage.missing:
-                usage = call.usage = self._estimated(usage)
-                call.usage_estimated = True
-            elif usage is None and (call.error is None or call.output_chars or call.stream):
-                # No usage reported (abandoned stream, raw response): the best estimate, never zero.
-                usage = self._estimated(None)
-                call.usage = usage
-                call.usage_estimated = usage is not None
+                reported_input = "input_tokens" not in usage.missing
+                if usage.problems:
+                    log.warning("otel-budget: the usage reported for a call to %s makes no sense (%s); counted as "
+                                "0 when negative, else estimated", call.model, ", ".join(usage.problems))
+                if usage.missing:
+                    usage = call.usage = self._estimated(usage)
+                    call.usage_estimated = True
+            else:
+                reported_input = False
+                if call.error is None or call.output_chars or call.stream:
+                    # No usage reported (abandoned stream, raw response): the best estimate, never zero.
+                    usage = self._estimated(None)
+                    call.usage = usage
+                    call.usage_estimated = usage is not None
             cost = call.reported_cost
             if cost is not None and (isinstance(cost, bool) or not isinstance(cost, (int, float))
                                      or not math.isfinite(cost) or cost < 0):
@@ -260,7 +262,8 @@ class Guard:
                 if pricing is not None:
                     call.cost_usd = pricing.cost(usage.input_tokens, usage.output_tokens, usage.cache_read,
                                                  usage.cache_write)
-                    call.cost_input_usd = pricing.cost(usage.input_tokens, 0, usage.cache_read, usage.cache_write)
+                    if settings.telemetry.openinference:  # only the OpenInference twins split the cost
+                        call.cost_input_usd = pricing.cost(usage.input_tokens, 0, usage.cache_read, usage.cache_write)
                     call.cost_source = "priced"
             elif call.error is not None:
                 call.cost_usd, call.cost_source = 0.0, "priced"
@@ -309,14 +312,7 @@ def begin(call: ModelCall, input_chars: Callable[[], int], summarize: Callable[[
     admission = None
     chars: Callable[[], int] = input_chars
     if node is not None:
-        memo: list[int] = []
-
-        def counted() -> int:
-            if not memo:
-                memo.append(input_chars())
-            return memo[0]
-
-        counted.memo = memo  # type: ignore[attr-defined]
+        counted = _Counted(input_chars)
         source = call.results or call.prompt
         if source is not None:  # the tool results this request carries: a stall stops it before it is sent
             node.read_results(*source)
@@ -342,6 +338,21 @@ def begin(call: ModelCall, input_chars: Callable[[], int], summarize: Callable[[
     except Exception:  # noqa: BLE001
         log.debug("otel-budget: could not start a call span", exc_info=True)
     return Guard(call, node, admission, span, chars)
+
+
+class _Counted:
+    """The request size, measured at most once (for the admission, then the settlement's chars-per-token)."""
+
+    __slots__ = ("measure", "known")
+
+    def __init__(self, measure: Callable[[], int]) -> None:
+        self.measure = measure
+        self.known: int | None = None
+
+    def __call__(self) -> int:
+        if self.known is None:
+            self.known = self.measure()
+        return self.known
 
 
 def _input_capture(captured: Any, openinference: bool) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import asyncio
 import math
 import threading
 import time
+from asyncio.events import _get_running_loop as _running_loop
 from contextvars import ContextVar
 
 from . import ledger as lg
@@ -44,17 +45,23 @@ def may_await_room() -> ContextVar[bool]:
 
 
 def _holder() -> int:
-    """Who holds a call in flight: the asyncio task, else the thread."""
-    try:
-        task = asyncio.current_task()
-    except RuntimeError:
-        task = None
+    """Who holds a call in flight: the asyncio task, else the thread (no loop running: no exception raised)."""
+    loop = _running_loop()
+    task = asyncio.current_task(loop) if loop is not None else None
     return id(task) if task is not None else threading.get_ident()
 
 
 def _wake(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
+
+
+def _wake_all(waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]) -> None:
+    for loop, fut in waiters:
+        try:
+            loop.call_soon_threadsafe(_wake, fut)
+        except RuntimeError:  # its loop is closed
+            pass
 
 
 class NodeInFlight(NodeStops):
@@ -64,7 +71,7 @@ class NodeInFlight(NodeStops):
         """Whether this call may reserve its input at the estimate: one call of the tree at a time, never with
         `strict`. So the calls in flight hold at most one estimate's error, and a cap is exceeded by at most that.
         """
-        if any(n.budget.strict for n in self.chain):
+        if self.strict:
             return False
         root = self.root
         with self.lock:
@@ -81,24 +88,31 @@ class NodeInFlight(NodeStops):
 
     def _done(self, adm: Admission) -> None:
         """The call of `adm` is no longer in flight: free what it held and wake calls waiting for room."""
-        self._free_estimate_slot(adm)
+        with self.lock:
+            waiters = self._done_locked(adm)
+        _wake_all(waiters)
+
+    def _done_locked(self, adm: Admission) -> list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]:
+        """`_done` for a caller holding the tree's lock (the `settled` condition's): returns the asyncio waiters to
+        wake once the lock is released. Threads waiting for room are notified here, only when there are any."""
         root = self.root
-        with root.settled:
-            if adm.thread is not None:
-                left = root.in_flight[adm.thread] - 1
-                if left > 0:
-                    root.in_flight[adm.thread] = left
-                else:
-                    root.in_flight.pop(adm.thread, None)
-                adm.thread = None
-            root.settled_count += 1
+        if adm.estimated:
+            adm.estimated = False
+            root.estimate_in_flight = False
+        if adm.thread is not None:
+            left = root.in_flight[adm.thread] - 1
+            if left > 0:
+                root.in_flight[adm.thread] = left
+            else:
+                root.in_flight.pop(adm.thread, None)
+            adm.thread = None
+        root.settled_count += 1
+        if root.threads_waiting:
             root.settled.notify_all()
-            waiters, root.room_waiters = root.room_waiters, []
-        for loop, fut in waiters:
-            try:
-                loop.call_soon_threadsafe(_wake, fut)
-            except RuntimeError:  # its loop is closed
-                pass
+        waiters = root.room_waiters
+        if waiters:
+            root.room_waiters = []
+        return waiters
 
     def _may_wait(self, refusal: lg.Refusal, amounts: dict[str, float]) -> str | None:
         """How a refused model call may wait for calls in flight ("thread" blocks, "task" awaits), or None.

@@ -79,20 +79,27 @@ class Account:
 def reserve(accounts: Sequence[Account], amounts: Mapping[str, float], lock: threading.Lock) -> Refusal | None:
     """Reserve `amounts` on every account at once, or on none; returns the first refusal."""
     with lock:
-        for acc in accounts:
-            for dim, amount in amounts.items():
-                if amount <= 0:
-                    continue
-                limit = acc.limits.get(dim)
-                if limit is None:
-                    continue
-                taken = acc.used[dim] + acc.reserved[dim]
-                if not taken + amount <= limit + _EPS:  # a NaN taken or limit refuses: it is never room
-                    return Refusal(dim, limit, taken, amount, acc.name, account=acc)
-        for acc in accounts:
-            res = acc.reserved
-            for dim, amount in amounts.items():
-                res[dim] += amount
+        return reserve_locked(accounts, amounts)
+
+
+def reserve_locked(accounts: Sequence[Account], amounts: Mapping[str, float]) -> Refusal | None:
+    """`reserve` for a caller that holds the accounts' lock."""
+    items = amounts.items()
+    for acc in accounts:
+        limits, used, reserved = acc.limits, acc.used, acc.reserved
+        for dim, amount in items:
+            if amount <= 0:
+                continue
+            limit = limits.get(dim)
+            if limit is None:
+                continue
+            taken = used[dim] + reserved[dim]
+            if not taken + amount <= limit + _EPS:  # a NaN taken or limit refuses: it is never room
+                return Refusal(dim, limit, taken, amount, acc.name, account=acc)
+    for acc in accounts:
+        reserved = acc.reserved
+        for dim, amount in items:
+            reserved[dim] += amount
     return None
 
 
@@ -104,12 +111,18 @@ def settle(
 ) -> None:
     """Replace a reservation by what was really used (a release when `actual` is empty)."""
     with lock:
-        for acc in accounts:
-            res, used = acc.reserved, acc.used
-            for dim, amount in reserved.items():
-                res[dim] = max(0.0, res[dim] - amount)
-            for dim, amount in actual.items():
-                used[dim] += amount
+        settle_locked(accounts, reserved, actual)
+
+
+def settle_locked(accounts: Sequence[Account], reserved: Mapping[str, float], actual: Mapping[str, float]) -> None:
+    """`settle` for a caller that holds the accounts' lock."""
+    for acc in accounts:
+        res, used = acc.reserved, acc.used
+        for dim, amount in reserved.items():
+            left = res[dim] - amount
+            res[dim] = left if left > 0.0 else 0.0  # never below zero (a NaN gives 0.0, as max(0.0, nan))
+        for dim, amount in actual.items():
+            used[dim] += amount
 
 
 def take(accounts: Sequence[Account], dim: str, want: int, lock: threading.Lock) -> int:
@@ -125,8 +138,14 @@ def take(accounts: Sequence[Account], dim: str, want: int, lock: threading.Lock)
 
 
 def headroom(accounts: Sequence[Account], dim: str) -> float:
-    """The smallest headroom on `dim` over `accounts`."""
-    return min((acc.headroom(dim) for acc in accounts), default=float("inf"))
+    """The smallest headroom on `dim` over `accounts` (as `min(acc.headroom(dim) ...)`, asked several times a call)."""
+    room: float | None = None
+    for acc in accounts:
+        limit = acc.limits.get(dim)
+        here = math.inf if limit is None else limit - acc.used[dim] - acc.reserved[dim]
+        if room is None or here < room:
+            room = here
+    return math.inf if room is None else room
 
 
 # --- shared budgets -------------------------------------------------------------------------------------

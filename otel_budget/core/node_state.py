@@ -68,9 +68,12 @@ class NodeState:
         self.root: Self = parent.root if parent is not None else self
         self.depth: int = parent.depth + 1 if parent is not None else 1
         self.account = lg.Account(budget.limits(), name=name)
+        #: The positive limits of the run's own account (fixed for its life), read by `near_reached`.
+        self._near_limits = tuple((dim, limit) for dim, limit in self.account.limits.items() if limit > 0)
         self.chain: tuple[Self, ...] = (self, *(parent.chain if parent is not None else ()))
         self.accounts = tuple(n.account for n in self.chain)
         self.path = frozenset(n.id for n in self.chain)
+        self.strict = any(n.budget.strict for n in self.chain)  # every input reserved at its bound (Budget.strict)
         self.lock: threading.Lock = parent.lock if parent is not None else threading.Lock()
         self.started = time.monotonic()
         self.paused_seconds = 0.0
@@ -99,6 +102,7 @@ class NodeState:
         self.estimate_in_flight = False  # (root) a call reserved at the input estimate is in flight
         self.in_flight: Counter[int] = Counter()  # (root) admitted model calls not yet settled, by task or thread
         self.settled_count = 0  # (root) settlements so far; a refused call waits for it to change
+        self.threads_waiting = 0  # (root) threads blocked on `settled` (a settlement notifies only when any)
         self.settled: threading.Condition = parent.root.settled if parent is not None else threading.Condition(self.lock)
         self.room_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []  # (root) asyncio waiters
         # The last request whose input count was reported: (digest of all but its messages, message digests, tokens).
@@ -154,8 +158,22 @@ class NodeState:
     def utilization_max(self) -> float:
         return max(self.utilization().values(), default=0.0)
 
+    def near_reached(self) -> bool:
+        """`utilization_max() >= budget.near`, without building the utilization (asked after every settlement)."""
+        near = self.budget.near
+        used = self.account.used
+        for dim, limit in self._near_limits:
+            if used[dim] / limit >= near:
+                return True
+        seconds = self.budget.max_seconds
+        return seconds is not None and self.elapsed() / seconds >= near
+
     def _paused_chain(self) -> float:
-        return max((n.paused_seconds for n in self.chain), default=0.0)
+        paused = 0.0
+        for node in self.chain:
+            if node.paused_seconds > paused:
+                paused = node.paused_seconds
+        return paused
 
     def time_left(self) -> float:
         return self.deadline + self._paused_chain() - time.monotonic()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.budget import Price
@@ -27,13 +27,29 @@ class ModelPricing:
 
     base: Price
     tiers: tuple[tuple[int, Price], ...] = ()
+    #: The base price's rates per million tokens (input, cache read, cache write, output), read once: a call is
+    #: priced several times (admission, settlement) and a tier-less model needs nothing else.
+    rates: tuple[float, float, float, float] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        b = self.base
+        rates = (b.input_per_mtok, b.input_per_mtok if b.cache_read_per_mtok is None else b.cache_read_per_mtok,
+                 b.input_per_mtok if b.cache_write_per_mtok is None else b.cache_write_per_mtok, b.output_per_mtok)
+        object.__setattr__(self, "rates", rates)
 
     def cost(self, input_tokens: int, output_tokens: int, cache_read: int = 0, cache_write: int = 0) -> float:
-        price = self.base
-        for start, tier in self.tiers:
-            if input_tokens > start:
-                price = tier
-        return price.cost(input_tokens, output_tokens, cache_read, cache_write)
+        if self.tiers:
+            price = self.base
+            for start, tier in self.tiers:
+                if input_tokens > start:
+                    price = tier
+            return price.cost(input_tokens, output_tokens, cache_read, cache_write)
+        # Price.cost on the base price, term for term (the same float result).
+        fresh_rate, read, write, out = self.rates
+        fresh = input_tokens - cache_read - cache_write
+        if fresh < 0:
+            fresh = 0
+        return (fresh * fresh_rate + cache_read * read + cache_write * write + output_tokens * out) / 1e6
 
 
 class PriceBook:

@@ -8,7 +8,7 @@ from ..model.budget import StopReason, Usage, check_cost
 from ..model.trust import amount
 from . import config
 from . import ledger as lg
-from .in_flight import NodeInFlight
+from .in_flight import NodeInFlight, _wake_all
 from .node_state import _DIM_REASON, _LOCAL_STORE, Admission
 
 log = logging.getLogger(__name__)
@@ -58,23 +58,27 @@ class NodeSettlement(NodeInFlight):
         }
         if cost is not None:
             actual["usd"] = cost
-        lg.settle(self.accounts, adm.amounts, actual, self.lock)
-        self._done(adm)
+        with self.lock:  # the accounts, the calls in flight and the counters in one step
+            lg.settle_locked(self.accounts, adm.amounts, actual)
+            waiters = self._done_locked(adm)
+            for node in self.chain:
+                st = node.stats
+                st["model_calls"] += 1
+                if cache_read:
+                    st["cache_read"] += cache_read
+                if cache_write:
+                    st["cache_write"] += cache_write
+                if reasoning:
+                    st["reasoning"] += reasoning
+                if cost is None:
+                    st["unpriced"] += 1
+        _wake_all(waiters)
         if adm.shared:
             self._settle_shared(adm.shared, actual)
         if input_chars and input_tokens > 0:
             self.root.chars_per_token = min(8.0, max(1.0, input_chars / input_tokens))
             if adm.prompt_shape is not None:  # a reported count: the base of the next request's bound
                 self.last_prompt = (adm.prompt_shape[0], adm.prompt_shape[1], input_tokens)
-        with self.lock:
-            for node in self.chain:
-                st = node.stats
-                st["model_calls"] += 1
-                st["cache_read"] += cache_read
-                st["cache_write"] += cache_write
-                st["reasoning"] += reasoning
-                if cost is None:
-                    st["unpriced"] += 1
         self._check_near()
 
     def settle_open_calls(self) -> None:
@@ -155,6 +159,6 @@ class NodeSettlement(NodeInFlight):
 
     def _check_near(self) -> None:
         for node in self.chain:
-            if not node.near_crossed and node.account.limits and node.utilization_max() >= node.budget.near:
+            if not node.near_crossed and node.account.limits and node.near_reached():
                 node.near_crossed = True
                 config.get().telemetry.crossed_near(node)

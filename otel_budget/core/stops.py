@@ -106,8 +106,10 @@ class NodeStops(NodeState):
 
         The ended run's outcome is final; an open run below it (opened in that thread) records the stop.
         """
-        ended = next((n for n in self.chain if n.closed), None)
-        if ended is None:
+        for ended in self.chain:
+            if ended.closed:
+                break
+        else:
             return
         detail = (f"{what} {done}: the run '{ended.name}' it belongs to has already ended (the work was started "
                   "in the run, e.g. in a thread, and outlived it); wait for such work before the run ends, or start "

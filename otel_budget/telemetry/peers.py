@@ -40,10 +40,10 @@ class AdoptedSpan:
 def peer_span() -> AdoptedSpan | None:
     """The open LLM span of another provider-level instrumentor around this call, to adopt (None: open our own)."""
     span = trace.get_current_span()
-    if not span.is_recording() or getattr(span, "end_time", 0) is not None:
-        return None
     scope = getattr(getattr(span, "instrumentation_scope", None), "name", None)
-    if scope not in PEER_SCOPES:
+    if scope not in PEER_SCOPES:  # first: the common case (our run's span, or none) ends here
+        return None
+    if not span.is_recording() or getattr(span, "end_time", 0) is not None:
         return None
     attrs = getattr(span, "attributes", None) or {}
     kind = attrs.get(sc.OI_SPAN_KIND)

@@ -67,10 +67,24 @@ def output_type(fmt: Any) -> str | None:
     return None
 
 
+#: The last base URL read and its (address, port): a client's URL object is the same call after call.
+_last: tuple[Any, tuple[str, int | None] | None] = (None, None)
+
+
 def server(base_url: Any) -> tuple[str, int | None] | None:
     """(server.address, server.port) of a client's base URL (an httpx.URL or a string)."""
+    global _last
     if base_url is None:
         return None
+    last = _last
+    if base_url is last[0]:  # URL objects and strings are immutable: the same object, the same answer
+        return last[1]
+    found = _server(base_url)
+    _last = (base_url, found)
+    return found
+
+
+def _server(base_url: Any) -> tuple[str, int | None] | None:
     host = getattr(base_url, "host", None)
     if host is None:
         from urllib.parse import urlsplit

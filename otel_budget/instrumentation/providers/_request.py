@@ -133,7 +133,7 @@ def _start(adapter: Adapter, instance: Any, args: tuple[Any, ...], kwargs: dict[
         return None
     if call is None:
         return None
-    base_url = getattr(instance, "base_url", None)
+    base_url = _base_url(instance)
     call.server = _params.server(base_url)
     if call.stream and base_url is not None:
         call.base_url = str(base_url)
@@ -155,6 +155,28 @@ def _start(adapter: Adapter, instance: Any, args: tuple[Any, ...], kwargs: dict[
     return guard, call, options, stream, size
 
 
+#: Client classes whose `base_url` property returns the client's own `_base_url` (checked on the first client of
+#: each class): read from there, since the openai SDK's property runs an import statement on every read.
+_PLAIN_BASE_URL: dict[type, bool] = {}
+
+
+def _base_url(instance: Any) -> Any:
+    """The client's base URL (`instance.base_url`), read without its property when that only returns it."""
+    cls = type(instance)
+    plain = _PLAIN_BASE_URL.get(cls)
+    if plain is None:
+        url = getattr(instance, "base_url", None)
+        own = getattr(instance, "__dict__", {}).get("_base_url")
+        if len(_PLAIN_BASE_URL) < 64:  # a handful of client classes; never grows without bound
+            _PLAIN_BASE_URL[cls] = url is not None and url is own
+        return url
+    if plain:
+        url = instance.__dict__.get("_base_url")
+        if url is not None:
+            return url
+    return getattr(instance, "base_url", None)
+
+
 def _safe(adapter: Adapter, instance: Any, call: calls.ModelCall) -> Any:
     try:
         return adapter.summarizer(instance, call)
@@ -166,7 +188,11 @@ def _after(adapter: Adapter, guard: calls.Guard, call: calls.ModelCall, options:
            stream: bool, is_async: bool, size: RequestSize) -> Any:
     if _is_stream(result):
         size.sent(result)
-        return (AsyncStream if is_async else SyncStream)(result, guard, adapter.accumulator(call, options))
+        acc = adapter.accumulator(call, options)
+        watch = getattr(acc, "watch", None)
+        if watch is not None:
+            watch(result)
+        return (AsyncStream if is_async else SyncStream)(result, guard, acc)
     if not isinstance(result, BaseModel) and is_raw(result):  # never parsed for the caller: read from what it parses
         size.sent(result)
         if stream:  # the body is the stream
@@ -185,9 +211,12 @@ def _is_stream(result: Any) -> bool:
     return name in ("Stream", "AsyncStream")
 
 
+_IN_CALL = calls.in_call()
+
+
 def sync_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if calls.in_call().get() or not config.get().instrumented:  # nested, or a wrapper left behind
+        if _IN_CALL.get() or not config.get().instrumented:  # nested, or a wrapper left behind
             return wrapped(*args, **kwargs)
         started = _start(adapter, instance, args, kwargs)
         if started is None:
@@ -210,7 +239,7 @@ def sync_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
 
 def async_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
     async def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if calls.in_call().get() or not config.get().instrumented:
+        if _IN_CALL.get() or not config.get().instrumented:
             return await wrapped(*args, **kwargs)
         started = await admit_async(lambda: _start(adapter, instance, args, kwargs))
         if started is None:

@@ -60,6 +60,25 @@ def _expired(guard: Guard, acc: Accumulator) -> BudgetExceeded:
     return guard.expire()
 
 
+def weak_method(obj: Any, name: str) -> Any:
+    """`obj.<name>` as a function that holds `obj` weakly, to be set on `obj` itself: a bound method there would
+    make a reference cycle, and `obj` (a response and all it holds) would wait for the garbage collector instead of
+    going when its last user drops it. An attribute the instance already overrides is taken as it is."""
+    func = getattr(type(obj), name, None)
+    if name in getattr(obj, "__dict__", {}) or not inspect.isfunction(func):
+        return getattr(obj, name)
+    try:
+        ref = weakref.ref(obj)
+    except TypeError:  # not weakly referable
+        return getattr(obj, name)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        target = ref()
+        return None if target is None else func(target, *args, **kwargs)
+
+    return call
+
+
 def _settle_on_close(stream: Any, final: weakref.finalize, reading: list[bool]) -> None:
     """The SDK's `.stream()` helpers close the stream's HTTP response directly: that very response's close (or
     aclose) settles the call too. The response stays the SDK's own object (its type is unchanged); only its
@@ -67,7 +86,7 @@ def _settle_on_close(stream: Any, final: weakref.finalize, reading: list[bool]) 
     is reading an item (the SDK closing on an error) is left to the proxy, which settles with the error."""
     try:
         response = stream.response
-        close = response.close
+        close = weak_method(response, "close")
 
         def close_and_settle(*args: Any, **kwargs: Any) -> Any:
             try:
@@ -77,7 +96,7 @@ def _settle_on_close(stream: Any, final: weakref.finalize, reading: list[bool]) 
                     final()
 
         response.close = close_and_settle
-        aclose = getattr(response, "aclose", None)
+        aclose = weak_method(response, "aclose") if getattr(response, "aclose", None) is not None else None
         if aclose is not None:
 
             async def aclose_and_settle(*args: Any, **kwargs: Any) -> Any:

@@ -10,6 +10,7 @@ while the run has time left; its base URL is remembered for the rest of the proc
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -18,6 +19,7 @@ from typing import Any
 
 from ...core.calls import Guard
 from ...model.call import ModelCall
+from ._stream import weak_method
 
 log = logging.getLogger(__name__)
 
@@ -123,3 +125,60 @@ def aresending(fn: Callable[..., Awaitable[Any]], guard: Guard, undo: Callable[[
         return await fn(*args, **kwargs)
 
     return send
+
+
+#: How the usage-only event we asked for shows itself in the server-sent event's JSON (no answer in it).
+_NO_CHOICES = ('"choices":[]', '"choices": []')
+
+
+def _usage_only(data: str) -> dict[str, Any] | None:
+    """The parsed JSON of a usage-only chat chunk (no choices, a usage object, no error), else None. Called only for
+    an event whose text shows no choices (`_NO_CHOICES`)."""
+    try:
+        parsed = json.loads(data)
+    except ValueError:
+        return None
+    if (type(parsed) is dict and parsed.get("choices") == [] and isinstance(parsed.get("usage"), dict)
+            and not parsed.get("error")):
+        return parsed
+    return None
+
+
+def skip_usage_event(stream: Any, take: Callable[[dict[str, Any]], None]) -> None:
+    """Hand the usage-only chunk that only our `include_usage` asked for to `take` straight from its server-sent
+    event, and leave it out of the SDK stream's events. The caller never sees that chunk anyway (the reader hides
+    it), and the SDK building a chunk object from it costs as much as a chunk of the answer. Only for the openai
+    SDK's streams (their `_iter_events`, read when iteration starts); any other stream is left as it is, and an
+    event that is not plainly usage-only goes to the SDK as before."""
+    if not callable(getattr(stream, "_iter_events", None)):
+        return
+    events = weak_method(stream, "_iter_events")  # set on the stream itself: no reference cycle through it
+    no_choices, spaced = _NO_CHOICES
+    if type(stream).__name__ == "AsyncStream":
+
+        async def aiterate() -> Any:
+            async for sse in events():
+                data = sse.data
+                parsed = _usage_only(data) if no_choices in data or spaced in data else None
+                if parsed is None:
+                    yield sse
+                else:
+                    take(parsed)
+
+        replacement: Any = aiterate
+    else:
+
+        def iterate() -> Any:
+            for sse in events():
+                data = sse.data
+                parsed = _usage_only(data) if no_choices in data or spaced in data else None
+                if parsed is None:
+                    yield sse
+                else:
+                    take(parsed)
+
+        replacement = iterate
+    try:
+        stream._iter_events = replacement
+    except Exception:  # noqa: BLE001 - a stream that takes no attribute: the SDK builds the chunk, as before
+        log.debug("otel-budget: could not watch a stream's events", exc_info=True)

@@ -175,8 +175,45 @@ class ChatStream:
         self.usage: Any = None
 
     def feed(self, chunk: Any) -> bool:
-        if type(chunk) is _TYPED[0]:
-            return self._feed_typed(chunk)
+        """The openai SDK's own chunk: typed objects all the way down, never a dict, every declared field set (the
+        SDK's `construct` fills defaults), so fields are read as attributes; anything else by `_feed_any`."""
+        sdk_chunk: Any = _TYPED[0]  # (typed Any: the check narrows nothing for the type checker)
+        if type(chunk) is not sdk_chunk:
+            return self._feed_any(chunk)
+        call = self.call
+        if call.response_id is None:
+            call.response_id = chunk.id
+            call.response_model = chunk.model
+        usage = chunk.usage
+        choices = chunk.choices
+        if self.hide_usage:
+            if usage is not None:
+                self.usage = usage
+                if not choices:
+                    return False
+                chunk.__dict__["usage"] = None
+            fields = chunk.__pydantic_fields_set__
+            if "usage" in fields:  # the `"usage": null` the server added only for us
+                fields.discard("usage")
+        elif usage is not None:
+            self.usage = usage
+        for choice in choices or ():
+            delta = choice.delta
+            content = delta.content
+            if content:
+                call.output_chars += len(content)
+                if call.output_text is not None:
+                    call.output_text.append(content)
+            tool_calls = delta.tool_calls
+            if tool_calls:
+                self._tool_deltas(tool_calls, getattr)
+            reason = choice.finish_reason
+            if reason:
+                call.finish_reasons.append(reason)
+        return True
+
+    def _feed_any(self, chunk: Any) -> bool:
+        """`feed` for a dict or another library's chunk (LiteLLM)."""
         call = self.call
         if call.response_id is None:
             call.response_id = _get(chunk, "id")
@@ -204,41 +241,6 @@ class ChatStream:
                 call.finish_reasons.append(reason)
         return True
 
-    def _feed_typed(self, chunk: Any) -> bool:
-        """`feed` for the openai SDK's own chunk: typed objects all the way down, never a dict, every declared
-        field set (the SDK's `construct` fills defaults), so fields are read as attributes."""
-        call = self.call
-        if call.response_id is None:
-            call.response_id = chunk.id
-            call.response_model = chunk.model
-        usage = chunk.usage
-        choices = chunk.choices
-        if self.hide_usage:
-            if usage is not None:
-                self.usage = usage
-                if not choices:
-                    return False
-                chunk.__dict__["usage"] = None
-            fields = getattr(chunk, "__pydantic_fields_set__", None)
-            if fields is not None and "usage" in fields:  # the `"usage": null` the server added only for us
-                fields.discard("usage")
-        elif usage is not None:
-            self.usage = usage
-        for choice in choices or ():
-            delta = getattr(choice, "delta", None)
-            content = getattr(delta, "content", None)
-            if content:
-                call.output_chars += len(content)
-                if call.output_text is not None:
-                    call.output_text.append(content)
-            tool_calls = getattr(delta, "tool_calls", None)
-            if tool_calls:
-                self._tool_deltas(tool_calls, getattr)
-            reason = getattr(choice, "finish_reason", None)
-            if reason:
-                call.finish_reasons.append(reason)
-        return True
-
     def _tool_deltas(self, deltas: Any, get: Callable[[Any, str, Any], Any]) -> None:
         """Assemble tool calls from their deltas (index, id and name once, arguments in pieces)."""
         call = self.call
@@ -255,6 +257,17 @@ class ChatStream:
             if args:
                 slot[1] += args
                 call.output_chars += len(args)
+
+    def watch(self, stream: Any) -> None:
+        """The SDK stream this reads: the usage-only chunk we asked for is read from its event (see
+        `_stream_usage.skip_usage_event`)."""
+        if self.hide_usage:
+            _stream_usage.skip_usage_event(stream, self._take_usage)
+
+    def _take_usage(self, data: dict[str, Any]) -> None:
+        self.usage = data["usage"]
+        if self.call.response_id is None:
+            self.call.response_id, self.call.response_model = data.get("id"), data.get("model")
 
     def apply(self) -> None:
         self.call.usage = chat_usage(self.usage)
