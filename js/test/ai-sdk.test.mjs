@@ -1,47 +1,19 @@
 // The brake against the real AI SDK (`ai` and `@ai-sdk/openai`, whichever major is installed next to this file)
 // talking to the Python ScriptedLLM over loopback. What reached the server is counted at the server.
 import assert from "node:assert/strict";
-import { after, before, beforeEach, test } from "node:test";
-import { createOpenAI } from "@ai-sdk/openai";
-import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
+import { test } from "node:test";
 import { ToolLoopAgent, generateText, stepCountIs, streamText, tool } from "ai";
 import { z } from "zod";
 import { UnknownPriceError, budgeted, budgetedTools, instrument, run } from "otel-budget";
-import { startScriptedLLM } from "./helpers.mjs";
+import { portalTools, scriptedAI } from "./scripted-ai.mjs";
 
-const exporter = new InMemorySpanExporter();
-const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
-let llm;
-let openai;
-
-before(async () => {
-  llm = await startScriptedLLM();
-  openai = createOpenAI({ baseURL: llm.openai_base_url, apiKey: "test-key" });
-});
-after(async () => llm.stop());
-beforeEach(async () => {
-  await llm.reset();
-  exporter.reset();
-  instrument({ tracerProvider });
-});
+const { llm, openai, exporter, tracerProvider } = await scriptedAI();
 
 const modelRequests = async () => (await llm.requests()).filter((r) => r.api.startsWith("openai"));
 const toolTurn = (name, args, extra = {}) => ({ tool_calls: [{ name, arguments: args }], input_tokens: 400,
   output_tokens: 20, ...extra });
 const spans = (prefix) => exporter.getFinishedSpans().filter((s) => s.name.startsWith(prefix));
 
-function portalTools(visits) {
-  return budgetedTools({
-    open_portal: tool({
-      description: "Open a page of the invoice portal.",
-      inputSchema: z.object({ page: z.number() }),
-      execute: async ({ page }) => {
-        visits.push(page);
-        return `Invoices, page ${page} (visit ${visits.length}): INV-2026-0412 OPEN`;
-      },
-    }),
-  });
-}
 
 test("a stuck loop (same tool, same arguments) ends `repeat` with the wrap-up as result.text", async () => {
   await llm.script(...Array.from({ length: 6 }, () => toolTurn("open_portal", { page: 2 })), { text: "never" });

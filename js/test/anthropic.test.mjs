@@ -1,31 +1,14 @@
 // The brake with `@ai-sdk/anthropic` (the Messages API) against ScriptedLLM's /v1/messages route, on whichever ai
 // major is installed next to this file: metering (cache reads and writes, cost), a stuck loop, streams.
 import assert from "node:assert/strict";
-import { after, before, beforeEach, test } from "node:test";
-import { createAnthropic } from "@ai-sdk/anthropic";
+import { test } from "node:test";
 import { calcPrice } from "@pydantic/genai-prices";
-import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
-import { generateText, stepCountIs, streamText, tool } from "ai";
-import { z } from "zod";
-import { budgeted, budgetedTools, instrument, run } from "otel-budget";
-import { startScriptedLLM } from "./helpers.mjs";
+import { generateText, stepCountIs, streamText } from "ai";
+import { budgeted, run } from "otel-budget";
+import { portalTools, scriptedAI } from "./scripted-ai.mjs";
 
-const exporter = new InMemorySpanExporter();
-const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
 const MODEL = "claude-sonnet-4-5";
-let llm;
-let anthropic;
-
-before(async () => {
-  llm = await startScriptedLLM();
-  anthropic = createAnthropic({ baseURL: `${llm.anthropic_base_url}/v1`, apiKey: "test-key" });
-});
-after(async () => llm.stop());
-beforeEach(async () => {
-  await llm.reset();
-  exporter.reset();
-  instrument({ tracerProvider });
-});
+const { llm, anthropic, exporter } = await scriptedAI();
 
 const sent = async () => (await llm.requests()).filter((r) => r.api === "anthropic.messages");
 const chats = () => exporter.getFinishedSpans().filter((s) => s.name.startsWith("chat "));
@@ -35,18 +18,6 @@ const price = (input, output, cacheRead, cacheWrite) => calcPrice({ input_tokens
 const cached = { text: "Three invoices are open.", input_tokens: 1200, cache_read_tokens: 800, cache_write_tokens: 200,
   output_tokens: 50 };
 
-function portalTools(visits) {
-  return budgetedTools({
-    open_portal: tool({
-      description: "Open a page of the invoice portal.",
-      inputSchema: z.object({ page: z.number() }),
-      execute: async ({ page }) => {
-        visits.push(page);
-        return `Invoices, page ${page} (visit ${visits.length}): INV-2026-0412 OPEN`;
-      },
-    }),
-  });
-}
 const toolTurn = (page) => ({ tool_calls: [{ name: "open_portal", arguments: { page } }], input_tokens: 400,
   output_tokens: 20 });
 

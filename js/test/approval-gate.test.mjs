@@ -2,30 +2,15 @@
 // does not run, and the model's messages carry the reason as an `execution-denied` output); on ai@6, which has no
 // `toolApproval`, the `execute` wrapper of budgetedTools refuses it with the same reason as the tool's output.
 import assert from "node:assert/strict";
-import { after, before, beforeEach, test } from "node:test";
-import { createOpenAI } from "@ai-sdk/openai";
-import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
+import { test } from "node:test";
 import { ToolLoopAgent, generateText, stepCountIs, streamText, tool } from "ai";
 import { z } from "zod";
-import { budgetApproval, budgeted, budgetedTools, instrument, run } from "otel-budget";
-import { installedMajor, startScriptedLLM } from "./helpers.mjs";
+import { budgetApproval, budgeted, budgetedTools, run } from "otel-budget";
+import { installedMajor } from "./helpers.mjs";
+import { scriptedAI } from "./scripted-ai.mjs";
 
 const AI7 = installedMajor("ai") >= 7;
-const exporter = new InMemorySpanExporter();
-const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
-let llm;
-let openai;
-
-before(async () => {
-  llm = await startScriptedLLM();
-  openai = createOpenAI({ baseURL: llm.openai_base_url, apiKey: "test-key" });
-});
-after(async () => llm.stop());
-beforeEach(async () => {
-  await llm.reset();
-  exporter.reset();
-  instrument({ tracerProvider });
-});
+const { llm, openai, exporter } = await scriptedAI();
 
 const sent = async () => (await llm.requests()).filter((r) => r.api.startsWith("openai"));
 const toolSpans = () => exporter.getFinishedSpans().filter((s) => s.name.startsWith("execute_tool "));

@@ -1,6 +1,8 @@
 // Shared by the tests: where the repository is, its Python, the shared vectors, and the ScriptedLLM process.
 import { spawn } from "node:child_process";
-import { existsSync, readFileSync, readdirSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
+import { connect, createServer } from "node:net";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
@@ -66,4 +68,40 @@ export function installedMajor(name) {
     dir = up;
   }
   return Number(JSON.parse(readFileSync(join(dir, "package.json"), "utf8")).version.split(".")[0]);
+}
+
+/** A TCP port free on 127.0.0.1 now (nothing listens on it once this resolves). */
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** A throwaway redis-server on a free loopback port (no persistence): `{ url, port, stop() }`. */
+export async function startRedis() {
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), "otel-budget-js-redis-"));
+  const child = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
+    "no", "--dir", dir], { stdio: "ignore" });
+  child.once("error", (exc) => {
+    throw new Error(`redis-server could not start (${exc.message}): run scripts/ensure_services.sh`);
+  });
+  for (let i = 0; i < 200; i += 1) {
+    const up = await new Promise((resolve) => {
+      const s = connect(port, "127.0.0.1", () => {
+        s.end();
+        resolve(true);
+      });
+      s.once("error", () => resolve(false));
+    });
+    if (up) return { url: `redis://127.0.0.1:${port}/0`, port, stop: () => { child.kill(); rmSync(dir, { recursive: true, force: true }); } };
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  child.kill();
+  throw new Error(`redis-server did not answer on port ${port}`);
 }

@@ -3,7 +3,6 @@
 // descriptions and attribute keys), compared with what the Python package records for the same scenario.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { createOpenAI } from "@ai-sdk/openai";
@@ -12,7 +11,7 @@ import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "
 import { generateText } from "ai";
 import { RedisLedger, Scope, budgeted, instrument, resume, run } from "otel-budget";
 import { semconv as sc } from "otel-budget/internal";
-import { repoRoot, startScriptedLLM } from "./helpers.mjs";
+import { freePort, repoRoot, startScriptedLLM } from "./helpers.mjs";
 
 const PYTHON = process.env.OTEL_BUDGET_PYTHON || join(repoRoot(), ".venv", "bin", "python");
 /** Server address and port: Python reads them from the client; the AI SDK's model interface does not expose them. */
@@ -31,16 +30,6 @@ before(async () => {
 });
 after(async () => llm.stop());
 
-function deadPort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** {name: {unit, description, points}} of what the reader collects now. */
 async function collect(reader) {
@@ -61,7 +50,7 @@ async function scenario() {
   await llm.setDefault({ text: "ok", input_tokens: 100, output_tokens: 10 });
   const reader = new Reader();
   const exporter = new InMemorySpanExporter();
-  const redisUrl = `redis://127.0.0.1:${await deadPort()}/0`;
+  const redisUrl = `redis://127.0.0.1:${await freePort()}/0`;
   const ledger = new RedisLedger({ url: redisUrl, fail: "open" });
   instrument({ tracerProvider: new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }),
     meterProvider: new MeterProvider({ readers: [reader] }), ledger,

@@ -2,43 +2,20 @@
 // `onLimit: "pause"` stops before the call that would pass the limit, `resume` goes on with the quota used, an
 // approval gate pauses before a risky tool. What reached the server is counted at the server.
 import assert from "node:assert/strict";
-import { after, before, beforeEach, test } from "node:test";
-import { createOpenAI } from "@ai-sdk/openai";
+import { test } from "node:test";
 import { ToolLoopAgent, generateText, stepCountIs, tool } from "ai";
 import { z } from "zod";
-import { Budget, InvalidRunState, PausedRun, budgeted, budgetedTools, instrument, resume, run } from "otel-budget";
-import { startScriptedLLM } from "./helpers.mjs";
+import { Budget, InvalidRunState, PausedRun, budgeted, budgetedTools, resume, run } from "otel-budget";
+import { portalTools, scriptedAI } from "./scripted-ai.mjs";
 
 const PRICES = { "paid-model": { inputPerMtok: 0, outputPerMtok: 1200 } }; // 10 output tokens: $0.012 a call
-let llm;
-let openai;
-
-before(async () => {
-  llm = await startScriptedLLM();
-  openai = createOpenAI({ baseURL: llm.openai_base_url, apiKey: "test-key" });
-});
-after(async () => llm.stop());
-beforeEach(async () => {
-  await llm.reset();
-  instrument({ prices: PRICES, secret: "pause-test-secret" });
-});
+const { llm, openai } = await scriptedAI({ prices: PRICES, secret: "pause-test-secret" });
 
 const sent = async () => (await llm.requests()).filter((r) => r.api.startsWith("openai")).length;
 const pageTurn = (page) => ({ tool_calls: [{ name: "open_portal", arguments: { page } }], input_tokens: 50,
   output_tokens: 10 });
 
-function portal(visits) {
-  return budgetedTools({
-    open_portal: tool({
-      description: "Open a page of the invoice portal.",
-      inputSchema: z.object({ page: z.number() }),
-      execute: async ({ page }) => {
-        visits.push(page);
-        return `page ${page}: ${visits.length} invoices read`;
-      },
-    }),
-  });
-}
+const portal = (visits) => portalTools(visits, (page, seen) => `page ${page}: ${seen.length} invoices read`);
 
 /** A generateText tool loop over the portal with a paid model (10 output tokens a call). */
 const portalLoop = (visits) => generateText({

@@ -1,30 +1,13 @@
 // The brake with the OpenAI Responses model (`openai.responses(...)`) against ScriptedLLM's /v1/responses route:
 // metering (cached input, reasoning output, cost) and the stops, through generateText and streamText.
 import assert from "node:assert/strict";
-import { after, before, beforeEach, test } from "node:test";
-import { createOpenAI } from "@ai-sdk/openai";
+import { test } from "node:test";
 import { calcPrice } from "@pydantic/genai-prices";
-import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
-import { generateText, stepCountIs, streamText, tool } from "ai";
-import { z } from "zod";
-import { budgeted, budgetedTools, instrument, run } from "otel-budget";
-import { startScriptedLLM } from "./helpers.mjs";
+import { generateText, stepCountIs, streamText } from "ai";
+import { budgeted, run } from "otel-budget";
+import { portalTools, scriptedAI } from "./scripted-ai.mjs";
 
-const exporter = new InMemorySpanExporter();
-const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
-let llm;
-let openai;
-
-before(async () => {
-  llm = await startScriptedLLM();
-  openai = createOpenAI({ baseURL: llm.openai_base_url, apiKey: "test-key" });
-});
-after(async () => llm.stop());
-beforeEach(async () => {
-  await llm.reset();
-  exporter.reset();
-  instrument({ tracerProvider });
-});
+const { llm, openai, exporter } = await scriptedAI();
 
 const sent = async () => (await llm.requests()).filter((r) => r.api.startsWith("openai"));
 const chats = () => exporter.getFinishedSpans().filter((s) => s.name.startsWith("chat "));
@@ -33,18 +16,6 @@ const price = (input, output, cacheRead) => calcPrice({ input_tokens: input, out
 const toolTurn = (page) => ({ tool_calls: [{ name: "open_portal", arguments: { page } }], input_tokens: 400,
   output_tokens: 20 });
 
-function portalTools(visits) {
-  return budgetedTools({
-    open_portal: tool({
-      description: "Open a page of the invoice portal.",
-      inputSchema: z.object({ page: z.number() }),
-      execute: async ({ page }) => {
-        visits.push(page);
-        return `Invoices, page ${page} (visit ${visits.length}): INV-2026-0412 OPEN`;
-      },
-    }),
-  });
-}
 
 async function ask(mode, options) {
   if (mode === "generateText") return generateText(options);

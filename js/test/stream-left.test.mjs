@@ -2,28 +2,12 @@
 // when it is left, once, with the best estimate (input from the admission or the request's size, output from the
 // text seen), never zero, on whichever ai major is installed.
 import assert from "node:assert/strict";
-import { after, before, beforeEach, test } from "node:test";
-import { createOpenAI } from "@ai-sdk/openai";
-import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
+import { test } from "node:test";
 import { streamText } from "ai";
-import { budgeted, instrument, run } from "otel-budget";
-import { startScriptedLLM } from "./helpers.mjs";
+import { budgeted, run } from "otel-budget";
+import { scriptedAI } from "./scripted-ai.mjs";
 
-const exporter = new InMemorySpanExporter();
-const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
-let llm;
-let openai;
-
-before(async () => {
-  llm = await startScriptedLLM();
-  openai = createOpenAI({ baseURL: llm.openai_base_url, apiKey: "test-key" });
-});
-after(async () => llm.stop());
-beforeEach(async () => {
-  await llm.reset();
-  exporter.reset();
-  instrument({ tracerProvider });
-});
+const { llm, openai, exporter } = await scriptedAI();
 
 // 12 deltas, 0.2 s apart; the usage (500 in, 30 out) would come only with the last chunk
 const SLOW = { text: "one two three four five six seven eight nine ten eleven twelve", chunks: 12, chunk_delay: 0.2,

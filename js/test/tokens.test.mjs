@@ -3,9 +3,6 @@
 // tampered token is refused. Also the fleet-wide maxToolCalls check before a tool runs.
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { connect, createServer } from "node:net";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
@@ -16,7 +13,7 @@ import { z } from "zod";
 import { InvalidRunState, PausedRun, RedisLedger, Scope, attachRun, budgeted, budgetedTools, decodeRunToken, exportRun,
   extractRun, injectRun, instrument, resume, run, treeUsage } from "otel-budget";
 import { sign } from "otel-budget/internal";
-import { repoRoot, startScriptedLLM } from "./helpers.mjs";
+import { repoRoot, startRedis, startScriptedLLM } from "./helpers.mjs";
 
 const PYTHON = process.env.OTEL_BUDGET_PYTHON || join(repoRoot(), ".venv", "bin", "python");
 const SECRET = "tree-secret";
@@ -26,40 +23,6 @@ let llm;
 let openai;
 let ledger;
 const children = new Set();
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-async function startRedis() {
-  const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), "otel-budget-js-redis-"));
-  const child = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
-    "no", "--dir", dir], { stdio: "ignore" });
-  child.once("error", (exc) => {
-    throw new Error(`redis-server could not start (${exc.message}): run scripts/ensure_services.sh`);
-  });
-  for (let i = 0; i < 200; i += 1) {
-    const up = await new Promise((resolve) => {
-      const s = connect(port, "127.0.0.1", () => {
-        s.end();
-        resolve(true);
-      });
-      s.once("error", () => resolve(false));
-    });
-    if (up) return { url: `redis://127.0.0.1:${port}/0`, port, stop: () => { child.kill(); rmSync(dir, { recursive: true, force: true }); } };
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  child.kill();
-  throw new Error(`redis-server did not answer on port ${port}`);
-}
 
 before(async () => {
   redis = await startRedis();

@@ -3,31 +3,14 @@
 // as `Summary: ...`. The run span records the template (a model's words are content). Too small a slice: the
 // template, and no extra request.
 import assert from "node:assert/strict";
-import { after, before, beforeEach, test } from "node:test";
-import { createOpenAI } from "@ai-sdk/openai";
-import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
-import { ToolLoopAgent, generateText, stepCountIs, streamText, tool } from "ai";
-import { z } from "zod";
-import { budgeted, budgetedTools, instrument, run } from "otel-budget";
-import { startScriptedLLM } from "./helpers.mjs";
+import { test } from "node:test";
+import { ToolLoopAgent, generateText, stepCountIs, streamText } from "ai";
+import { budgeted, run } from "otel-budget";
+import { portalTools, scriptedAI } from "./scripted-ai.mjs";
 
-const exporter = new InMemorySpanExporter();
-const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
 const PRICE = { inputPerMtok: 2.5, outputPerMtok: 10 };
 const SUMMARY = "I opened page 2 of the portal three times; the open invoices were not paid.";
-let llm;
-let openai;
-
-before(async () => {
-  llm = await startScriptedLLM();
-  openai = createOpenAI({ baseURL: llm.openai_base_url, apiKey: "test-key" });
-});
-after(async () => llm.stop());
-beforeEach(async () => {
-  await llm.reset();
-  exporter.reset();
-  instrument({ tracerProvider, prices: { "gpt-4o": PRICE } });
-});
+const { llm, openai, exporter } = await scriptedAI({ prices: { "gpt-4o": PRICE } });
 
 const requests = async () => (await llm.requests()).filter((r) => r.api.startsWith("openai"));
 const toolTurn = (name, args, extra = {}) => ({ tool_calls: [{ name, arguments: args }], input_tokens: 400,
@@ -35,18 +18,7 @@ const toolTurn = (name, args, extra = {}) => ({ tool_calls: [{ name, arguments: 
 const wrapUpTurn = { text: SUMMARY, input_tokens: 250, output_tokens: 30 };
 const runSpan = (name) => exporter.getFinishedSpans().find((s) => s.name === `invoke_agent ${name}`);
 
-function portal(visits) {
-  return budgetedTools({
-    open_portal: tool({
-      description: "Open a page of the invoice portal.",
-      inputSchema: z.object({ page: z.number() }),
-      execute: async ({ page }) => {
-        visits.push(page);
-        return `Invoices, page ${page} (visit ${visits.length}): INV-2026-0412 OPEN`;
-      },
-    }),
-  });
-}
+const portal = portalTools;
 
 /** The wrap-up request: the last one, with no tools and a short output limit, asking for the report. */
 function assertWrapUpRequest(body) {
