@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
@@ -149,6 +150,8 @@ def _start(adapter: Adapter, instance: Any, args: tuple[Any, ...], kwargs: dict[
         mark_refused(call.operation, call.model, exc.reason.value, exc.limit)
         raise
     try:
+        if guard is not None and guard.deadline != math.inf:
+            _client_timeout(options, instance)  # lowered to the time left by the adapter's prepare
         adapter.prepare(options, call, guard)
     except Exception:  # noqa: BLE001
         log.warning("otel-budget: could not adjust a request", exc_info=True)
@@ -278,13 +281,42 @@ async def admit_async(start: Callable[[], T]) -> T:
             return start()  # nothing settled in time: admit once more without waiting (a refusal, likely)
 
 
+_PHASES = ("connect", "read", "write", "pool")
+
+
 def lower_timeout(options: Any, seconds: float | None) -> None:
-    """Lower the request's timeout (the SDK's per-attempt timeout) to `seconds`, the time the run has left."""
+    """Bound the request's timeout (the SDK's per-attempt timeout) by `seconds`, the time the run has left: each
+    phase becomes the smaller of its own and the time left, so a timeout is lowered, never raised. The request's
+    own timeout, or the client's (put on the request by `_start` when the request named none)."""
     if seconds is None:
         return
     current = options.timeout
-    if not isinstance(current, (int, float)) or isinstance(current, bool) or current > seconds:
+    if current is None:  # no timeout at all
         options.timeout = seconds
+    elif isinstance(current, (int, float)) and not isinstance(current, bool):
+        if current > seconds:
+            options.timeout = seconds
+    elif all(hasattr(current, phase) for phase in _PHASES):  # httpx's Timeout: one bound per phase
+        phases = [getattr(current, phase) for phase in _PHASES]
+        if any(p is None or p > seconds for p in phases):
+            try:
+                options.timeout = type(current)(**{
+                    phase: seconds if p is None or p > seconds else p for phase, p in zip(_PHASES, phases, strict=True)})
+            except Exception:  # noqa: BLE001 - an unknown Timeout type: one bound for every phase
+                options.timeout = seconds
+    else:  # not given and no client timeout known, or a type we cannot read
+        options.timeout = seconds
+
+
+def _client_timeout(options: Any, instance: Any) -> None:
+    """A request that names no timeout uses its client's (the SDK reads `client.timeout` when the request's is
+    NotGiven, a falsy sentinel): put that on the request, so that lowering it to the time left keeps every phase
+    that is already shorter (the client's 5 s connect timeout, its 600 s read timeout) as it was."""
+    current = options.timeout
+    if current is not None and not isinstance(current, (int, float)) and not current:
+        timeout = getattr(instance, "timeout", None)
+        if timeout is not None:
+            options.timeout = timeout
 
 
 def retry_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
