@@ -88,8 +88,9 @@ _TRACE = """query ($project: ID!, $trace: ID!) { node(id: $project) { ... on Pro
   spans(first: 100) { edges { node { name spanKind tokenCountPrompt tokenCountCompletion attributes } } } } } } }"""
 
 
-def _trace(base: str, project: str, trace_id: str, spans: int) -> dict[str, Any]:
-    """The trace as Phoenix reports it, once all its spans are in (ingestion is asynchronous)."""
+def _trace(base: str, project: str, trace_id: str, spans: int, root: str) -> dict[str, Any]:
+    """The trace as Phoenix reports it, once all its spans are in (ingestion is asynchronous, in any order): at
+    least `spans` of them, the run span named `root` (which ends last) among them."""
     deadline = time.monotonic() + 60
     while True:
         projects = _get(f"{base}/v1/projects")["data"]
@@ -97,7 +98,8 @@ def _trace(base: str, project: str, trace_id: str, spans: int) -> dict[str, Any]
         if found is not None:
             data = _get(f"{base}/graphql", {"query": _TRACE, "variables": {"project": found, "trace": trace_id}})
             trace = ((data.get("data") or {}).get("node") or {}).get("trace")
-            if trace is not None and trace["numSpans"] >= spans and trace["costSummary"]["total"]["cost"]:
+            if (trace is not None and trace["numSpans"] >= spans and trace["costSummary"]["total"]["cost"]
+                    and any(s["name"] == root for s in _spans(trace))):
                 return trace
         if time.monotonic() > deadline:
             raise AssertionError(f"Phoenix has not got the trace's {spans} spans: {found and data}")
@@ -179,7 +181,7 @@ def test_phoenix_reports_one_llm_span_per_call_and_the_budgets_cost(phoenix: str
         provider.shutdown()
 
     assert done is not None and done.stop_reason == "steps" and sent == STEPS == done.usage.model_calls
-    trace = _trace(phoenix, project, done.trace_id or "", spans=1 + 2 * STEPS)
+    trace = _trace(phoenix, project, done.trace_id or "", spans=1 + 2 * STEPS, root="invoke_agent phoenix-agent")
     spans = _spans(trace)
     kinds = sorted(s["spanKind"] for s in spans)
     assert kinds.count("agent") == 1 and kinds.count("llm") == STEPS and kinds.count("tool") == STEPS, spans
@@ -196,10 +198,9 @@ def test_phoenix_reports_one_llm_span_per_call_and_the_budgets_cost(phoenix: str
         assert messages[0]["message"]["role"] == "user" and messages[0]["message"]["content"] == "research"
 
     assert cached is not None and cached.usage.cache_write_tokens == CACHE_WRITE
-    (call,) = [s for s in _spans(_trace(phoenix, project, cached.trace_id or "", spans=2))
-               if s["spanKind"] == "llm"]
+    cached_trace = _trace(phoenix, project, cached.trace_id or "", spans=2, root="invoke_agent phoenix-cache")
+    (call,) = [s for s in _spans(cached_trace) if s["spanKind"] == "llm"]
     assert call["tokenCountPrompt"] == IN and call["tokenCountCompletion"] == OUT
     details = json.loads(call["attributes"])["llm"]["token_count"]["prompt_details"]
     assert (details["cache_read"], details["cache_write"]) == (CACHE_READ, CACHE_WRITE)
-    cached_trace = _trace(phoenix, project, cached.trace_id or "", spans=2)
     assert cached_trace["costSummary"]["total"]["cost"] == pytest.approx(cached.usage.cost_usd, rel=1e-9)
