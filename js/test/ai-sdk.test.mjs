@@ -370,3 +370,22 @@ test("tool calls beyond maxToolCalls in one response are refused (not run, not c
     assert.equal(spans("invoke_agent over-cap")[0].attributes["otel_budget.tool_calls.refused"], 1);
     assert.equal(spans("execute_tool write_file").length, 3);
   });
+
+test("a failed call is recorded by its type and HTTP status, never by its message", async () => {
+  await llm.script({ status: 500, error_message: "upstream saw jane@example.com" });
+  let error;
+  try {
+    await run("failing-call", {}, () => generateText({ model: budgeted(openai.chat("gpt-4o")), maxRetries: 0,
+      prompt: "hi" }));
+  } catch (exc) {
+    error = exc;
+  }
+  assert.equal(error?.outcome?.stopReason, "error", String(error));
+  const [call] = spans("chat ");
+  assert.match(call.status.message, /^AI_APICallError \(HTTP 500\)$|^\w+ \(HTTP 500\)$/);
+  const runSpan = spans("invoke_agent failing-call")[0];
+  for (const span of [call, runSpan]) {
+    assert.ok(!JSON.stringify([span.status, span.attributes]).includes("jane@example.com"), span.name);
+  }
+  assert.equal(error.outcome.detail, call.status.message);
+});

@@ -5,7 +5,7 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { type Context, context } from "@opentelemetry/api";
 import { Budget, type BudgetOptions, StopReason, type Usage } from "../model/budget.js";
-import { BudgetExceeded, type RunOutcome } from "../model/outcome.js";
+import { BudgetExceeded, type RunOutcome, errorLabel } from "../model/outcome.js";
 import { endRun, spanContext, startRun } from "../telemetry/recorder.js";
 import { deadlineStop, releaseSignal, runSignal } from "./deadline.js";
 import { RunNode } from "./node.js";
@@ -69,14 +69,6 @@ export interface RunResult<T> {
   outcome: RunOutcome;
 }
 
-function errorText(exc: unknown): string {
-  if (exc instanceof Error) return `${exc.name}: ${exc.message}`;
-  try {
-    return `Error: ${String(exc)}`;
-  } catch {
-    return "Error: <unprintable>";
-  }
-}
 
 /**
  * Run `fn` as the run `name` with `budget`. A call a limit refuses ends the run gracefully: the model answers
@@ -183,7 +175,7 @@ function close(node: RunNode, exc: unknown, failed: boolean, ours: boolean): Run
     limit = exc.limit;
     detail = exc.message;
   } else if (failed && reason === StopReason.ERROR) {
-    detail = errorText(exc);
+    detail = errorLabel(exc); // the type and HTTP status, never the message (content)
   } else if (reason === StopReason.CANCELLED) {
     detail = "the run was cancelled.";
   }

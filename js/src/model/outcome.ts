@@ -44,3 +44,14 @@ export class UnknownPriceError extends Error {
     this.name = "UnknownPriceError";
   }
 }
+
+/**
+ * What telemetry, a stop detail or a wrap-up says of an exception: `APICallError (HTTP 429)`, its type and HTTP
+ * status, never its message, which may carry what a user or a model wrote (model/_text.py `error_label`).
+ */
+export function errorLabel(exc: unknown): string {
+  const name = exc instanceof Error && exc.name ? exc.name : "Error";
+  const e = exc as { statusCode?: unknown; status?: unknown } | null | undefined;
+  const status = typeof e?.statusCode === "number" ? e.statusCode : typeof e?.status === "number" ? e.status : null;
+  return status !== null ? `${name} (HTTP ${status})` : name;
+}

@@ -8,7 +8,7 @@ import { type Attributes, type Context, type Span, SpanKind, SpanStatusCode, typ
 import { StopReason } from "../model/budget.js";
 import { pyRound } from "../model/format.js";
 import { argumentsSignature, resultSignature } from "../model/signatures.js";
-import type { RunOutcome } from "../model/outcome.js";
+import { type RunOutcome, errorLabel } from "../model/outcome.js";
 import { VERSION, latestGenAiMetrics, recordCall, runEnded, runStarted } from "./metrics.js";
 import { peerSpan, peerToolSpan } from "./peers.js";
 import * as sc from "./semconv.js";
@@ -214,7 +214,7 @@ export function endCall(call: CallRecord, span: Span | null): void {
     }
     if (errorType !== undefined) {
       attrs[sc.ERROR_TYPE] = errorType;
-      span.setStatus({ code: SpanStatusCode.ERROR, message: String((call.error as Error)?.message ?? call.error).slice(0, 500) });
+      span.setStatus({ code: SpanStatusCode.ERROR, message: errorLabel(call.error) }); // never the message
     }
     span.setAttributes(attrs);
   } catch {
