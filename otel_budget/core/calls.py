@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -51,8 +50,7 @@ class Guard:
     """Holds one admitted call until it is settled (finish, fail or abandon: whichever comes first, once)."""
 
     __slots__ = (
-        "call", "node", "admission", "span", "started", "input_chars", "deadline", "reader", "_done", "_lock",
-        "__weakref__",
+        "call", "node", "admission", "span", "started", "input_chars", "deadline", "reader", "_open", "__weakref__",
     )
 
     def __init__(self, call: ModelCall, node: RunNode | None, admission: Admission | None, span: Any,
@@ -69,8 +67,10 @@ class Guard:
             self.deadline = node.deadline + node._paused_chain()  # now + node.time_left()
         #: A stream's reader (`apply()` writes what it saw into `call`), applied when the call is abandoned.
         self.reader: Any = None
-        self._done = False
-        self._lock = threading.Lock()
+        #: One item while the call is open: settling pops it, and `list.pop` is atomic, so exactly one of the paths
+        #: that may settle (finish, fail, abandon, expire: from any thread or the garbage collector) gets it. No lock
+        #: is made or taken per call.
+        self._open = [True]
         if node is not None:
             node.open_calls.add(self)
 
@@ -114,10 +114,10 @@ class Guard:
         return left
 
     def _claim(self) -> bool:
-        with self._lock:
-            if self._done:
-                return False
-            self._done = True
+        try:
+            self._open.pop()
+        except IndexError:  # settled already
+            return False
         if self.node is not None:
             self.node.open_calls.discard(self)
         return True
