@@ -229,8 +229,6 @@ class NodeAdmission(NodeSettlement):
             raise self._refusal_after_wait(refusal, adm.amounts, what)
         if not local:
             adm.shared = self._reserve_shared(adm.amounts, what, local=adm.amounts)
-        if self.deadline is not math.inf:
-            adm.timeout = max(0.001, self.time_left())
         if not local:
             with self.lock:
                 self._take_turn(adm)

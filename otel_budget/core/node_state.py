@@ -36,7 +36,7 @@ class Admission:
     """What a call reserved; settle or release it exactly once."""
 
     __slots__ = (
-        "node", "amounts", "max_output_tokens", "set_max_tokens", "timeout", "turn", "input_estimate", "shared",
+        "node", "amounts", "max_output_tokens", "set_max_tokens", "turn", "input_estimate", "shared",
         "bound_by", "estimated", "prompt_shape", "thread", "no_tools",
     )
 
@@ -47,7 +47,6 @@ class Admission:
         self.max_output_tokens: int | None = None
         self.set_max_tokens = False
         self.bound_by = "output_tokens"  # the ledger dimension that set the output limit (when set_max_tokens)
-        self.timeout: float | None = None
         self.turn = 0
         self.input_estimate = 0
         self.estimated = False  # input reserved at the estimate (the tree's one such call in flight), not the bound
