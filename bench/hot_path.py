@@ -8,7 +8,7 @@ on (as `overhead.py` runs it), warm up, time a batch, close, uninstrument. A slo
 
 Kinds (`--kinds`): `wrapper` times the wrapper alone (the SDK's request replaced by a function returning a parsed
 completion: span, admission, pricing, settlement included), `plain` and `stream` the real openai SDK through the
-in-process transport of `workload.py`. `--bare` adds the bare SDK before and after the configurations of each
+in-process transport of `workload.py` (`usage`: streams whose caller asks for their usage itself). `--bare` adds the bare SDK before and after the configurations of each
 repetition, for the overheads `overhead.py` reports (paired and min-to-min). `--meter` adds an SDK MeterProvider
 (in-memory reader). `--icount` counts instructions instead of timing them (valgrind's callgrind, the same calls N
 and 2N times in fresh processes: the difference over N), which a loaded machine does not disturb.
@@ -143,7 +143,7 @@ def measure(args: argparse.Namespace, ref: Any) -> dict[tuple[str, str], list[fl
     slots = [Slot(f"{REF} {args.ref}", ref, args.meter), Slot(WORK, otel_budget, args.meter)]
     bare = Slot(BARE, None, False) if args.bare else None
     rng = random.Random(args.seed)
-    n = {"wrapper": args.calls, "plain": args.calls, "stream": args.streams}
+    n = {"wrapper": args.calls, "plain": args.calls, "stream": args.streams, "usage": args.streams}
     samples: dict[tuple[str, str], list[float]] = {}
     for rep in range(args.reps):
         for kind in args.kinds:
@@ -263,7 +263,7 @@ def icount(args: argparse.Namespace) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--ref", default="HEAD", help="the commit (or a directory with a copy) to compare with")
-    ap.add_argument("--kinds", default="wrapper", help="comma-separated: wrapper, plain, stream")
+    ap.add_argument("--kinds", default="wrapper", help="comma-separated: wrapper, plain, stream, usage")
     ap.add_argument("--calls", type=int, default=300, help="wrapper or non-streamed calls per batch")
     ap.add_argument("--streams", type=int, default=40, help="streamed calls per batch")
     ap.add_argument("--batches", type=int, default=1, help="batches per slot; the fastest counts")

@@ -77,7 +77,15 @@ def call_stream(client: OpenAI) -> None:
         pass
 
 
-CALLS: dict[str, Callable[[OpenAI], None]] = {"plain": call_plain, "stream": call_stream}
+def call_stream_usage(client: OpenAI) -> None:
+    """A stream whose caller asks for its usage itself: every configuration then gets the usage chunk, the peers
+    record its tokens, and otel-budget adds nothing to the request and hides nothing from the caller."""
+    for _ in client.chat.completions.create(model=MODEL, messages=MESSAGES, stream=True,  # type: ignore[arg-type]
+                                            stream_options={"include_usage": True}):
+        pass
+
+
+CALLS: dict[str, Callable[[OpenAI], None]] = {"plain": call_plain, "stream": call_stream, "usage": call_stream_usage}
 
 
 def timed(fn: Callable[[OpenAI], None], client: OpenAI, n: int) -> float:
