@@ -22,8 +22,9 @@ from .run import Admission, RunNode, current_run
 
 log = logging.getLogger(__name__)
 
-_IN_CALL: ContextVar[bool] = ContextVar("otel_budget_in_call", default=False)
-#: The guard of the call this context is sending (the SDK's retry loop asks it whether a retry still fits).
+#: The guard of the call this context is sending (None: none). Set while an instrumented call is sent, so a call
+#: nested inside it passes through uncounted; the SDK's retry loop asks it whether a retry still fits. One variable
+#: for both: a call sets and resets one context variable, not two.
 _SENDING: ContextVar[Guard | None] = ContextVar("otel_budget_sending", default=None)
 #: Finish reasons (lowercased) of an answer cut at its output limit: chat, Responses, Anthropic, Gemini.
 TRUNCATED = frozenset({"length", "incomplete", "max_tokens", "max_output_tokens"})
@@ -164,8 +165,7 @@ class Guard:
     def send(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         """Send the admitted call. Instrumented calls nested inside pass through; a failure settles the call
         and may come back as a time stop (the run's time ran out while the call was in flight)."""
-        token = _IN_CALL.set(True)
-        sending = _SENDING.set(self)
+        token = _SENDING.set(self)
         try:
             return fn(*args, **kwargs)
         except BaseException as exc:
@@ -174,13 +174,11 @@ class Guard:
                 raise
             raise replaced from exc
         finally:
-            _SENDING.reset(sending)
-            _IN_CALL.reset(token)
+            _SENDING.reset(token)
 
     async def asend(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         """`send` for a coroutine function."""
-        token = _IN_CALL.set(True)
-        sending = _SENDING.set(self)
+        token = _SENDING.set(self)
         try:
             return await fn(*args, **kwargs)
         except BaseException as exc:
@@ -189,8 +187,7 @@ class Guard:
                 raise
             raise replaced from exc
         finally:
-            _SENDING.reset(sending)
-            _IN_CALL.reset(token)
+            _SENDING.reset(token)
 
     def abandon(self) -> None:
         """The caller dropped a stream before its end (or its run ended first): settle with what was seen."""
@@ -306,7 +303,7 @@ def begin(call: ModelCall, input_chars: Callable[[], int], summarize: Callable[[
 
     `input_chars` is called only when a token or money limit needs an input estimate.
     """
-    if _IN_CALL.get():
+    if _SENDING.get() is not None:
         return None
     node = current_run()
     admission = None
@@ -379,9 +376,9 @@ def _capture_output(call: ModelCall) -> None:
         log.debug("otel-budget: could not record the answer's content", exc_info=True)
 
 
-def in_call() -> ContextVar[bool]:
-    """The context flag set while an instrumented call is being sent (adapters set and reset it)."""
-    return _IN_CALL
+def in_call() -> ContextVar[Guard | None]:
+    """The context variable that is set (to the call's guard: truthy) while an instrumented call is being sent."""
+    return _SENDING
 
 
 def sending() -> Guard | None:

@@ -296,16 +296,22 @@ def lower_timeout(options: Any, seconds: float | None) -> None:
     elif isinstance(current, (int, float)) and not isinstance(current, bool):
         if current > seconds:
             options.timeout = seconds
-    elif all(hasattr(current, phase) for phase in _PHASES):  # httpx's Timeout: one bound per phase
-        phases = [getattr(current, phase) for phase in _PHASES]
-        if any(p is None or p > seconds for p in phases):
-            try:
-                options.timeout = type(current)(**{
-                    phase: seconds if p is None or p > seconds else p for phase, p in zip(_PHASES, phases, strict=True)})
-            except Exception:  # noqa: BLE001 - an unknown Timeout type: one bound for every phase
-                options.timeout = seconds
-    else:  # not given and no client timeout known, or a type we cannot read
-        options.timeout = seconds
+    else:
+        try:  # httpx's Timeout: one bound per phase
+            phases = (current.connect, current.read, current.write, current.pool)
+        except AttributeError:  # not given and no client timeout known, or a type we cannot read
+            options.timeout = seconds
+            return
+        for p in phases:
+            if p is None or p > seconds:
+                break
+        else:
+            return  # every phase is within the time left already
+        try:
+            options.timeout = type(current)(**{
+                phase: seconds if p is None or p > seconds else p for phase, p in zip(_PHASES, phases, strict=True)})
+        except Exception:  # noqa: BLE001 - an unknown Timeout type: one bound for every phase
+            options.timeout = seconds
 
 
 def _client_timeout(options: Any, instance: Any) -> None:

@@ -79,23 +79,26 @@ def weak_method(obj: Any, name: str) -> Any:
     return call
 
 
-def _settle_on_close(stream: Any, final: weakref.finalize, reading: list[bool]) -> None:
-    """The SDK's `.stream()` helpers close the stream's HTTP response directly: that very response's close (or
-    aclose) settles the call too. The response stays the SDK's own object (its type is unchanged); only its
-    instance gets a close that also runs `final` (once: a finalizer runs at most once). A close while the proxy
-    is reading an item (the SDK closing on an error) is left to the proxy, which settles with the error."""
+def _settle_on_close(stream: Any, final: weakref.finalize, reading: list[bool], is_async: bool = False) -> None:
+    """The SDK's `.stream()` helpers close the stream's HTTP response directly: that very response's close (a sync
+    stream's) or aclose (an async stream's) settles the call too. The response stays the SDK's own object (its type
+    is unchanged); only its instance gets a close that also runs `final` (once: a finalizer runs at most once). A
+    close while the proxy is reading an item (the SDK closing on an error) is left to the proxy, which settles with
+    the error."""
     try:
         response = stream.response
-        close = weak_method(response, "close")
+        if not is_async:
+            close = weak_method(response, "close")
 
-        def close_and_settle(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return close(*args, **kwargs)
-            finally:
-                if not reading[0]:
-                    final()
+            def close_and_settle(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    return close(*args, **kwargs)
+                finally:
+                    if not reading[0]:
+                        final()
 
-        response.close = close_and_settle
+            response.close = close_and_settle
+            return
         aclose = weak_method(response, "aclose") if getattr(response, "aclose", None) is not None else None
         if aclose is not None:
 
@@ -192,7 +195,7 @@ class AsyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
         self._self_reading = [False]
         #: What every `__anext__` reads, looked up once: the stream's own `__anext__`, the reader's `feed`.
         self._self_hot = (wrapped.__anext__, acc.feed, self._self_reading)
-        _settle_on_close(wrapped, self._self_final, self._self_reading)
+        _settle_on_close(wrapped, self._self_final, self._self_reading, is_async=True)
 
     def __aiter__(self) -> AsyncStream:
         return self
