@@ -297,11 +297,14 @@ def _truncated(finish_reasons: list[str]) -> bool:
     return any(str(r).lower().rsplit(".", 1)[-1] in TRUNCATED for r in finish_reasons)
 
 
-def begin(call: ModelCall, input_chars: Callable[[], int], summarize: Callable[[str, int], Any] | None = None,
+def begin(call: ModelCall, input_chars: Callable[[], int],
+          summarizer: Callable[[], Callable[[str, int], Any] | None] | None = None,
           capture_input: Callable[[], Any] | None = None) -> Guard | None:
     """Admit a call: raises BudgetExceeded (or UnknownPriceError) when it does not fit; None for nested calls.
 
-    `input_chars` is called only when a token or money limit needs an input estimate.
+    `input_chars` is called only when a token or money limit needs an input estimate. `summarizer` makes the
+    function (prompt, max_tokens) -> text that asks the same model for a run's wrap-up; it is called only in a run
+    whose budget asks for that wrap-up (`wrap_up="model"`).
     """
     if _SENDING.get() is not None:
         return None
@@ -317,8 +320,8 @@ def begin(call: ModelCall, input_chars: Callable[[], int], summarize: Callable[[
         if admission.set_max_tokens:
             call.max_output_tokens = admission.max_output_tokens
         chars = counted
-        if summarize is not None:
-            node.summarize = summarize
+        if summarizer is not None and node.budget.wrap_up == "model":
+            node.summarize = summarizer()
     settings = config.get()
     span = None
     if node is not None and node.conversation_id is not None and call.conversation_id is None:

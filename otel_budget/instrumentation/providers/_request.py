@@ -143,7 +143,7 @@ def _start(adapter: Adapter, instance: Any, args: tuple[Any, ...], kwargs: dict[
         guard = calls.begin(
             call,
             size,
-            summarize=_safe(adapter, instance, call),
+            summarizer=lambda: _safe(adapter, instance, call),
             capture_input=lambda: _capture(adapter, options),
         )  # BudgetExceeded / UnknownPriceError propagate: a budget decision
     except calls.BudgetExceeded as exc:

@@ -189,7 +189,7 @@ def _start(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any], stream:
     guard = calls.begin(
         call,
         lambda: len(json.dumps(body, default=str)),
-        summarize=_summarizer(instance, model, is_async),
+        summarizer=lambda: _summarizer(instance, model, is_async),
         capture_input=lambda: contents_messages(body),
     )
     if guard is None:

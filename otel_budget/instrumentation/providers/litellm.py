@@ -163,7 +163,7 @@ def _start(args: tuple[Any, ...], kwargs: Mapping[str, Any], is_async: bool) -> 
     guard = calls.begin(
         call,
         lambda: _chars(messages, kwargs),
-        summarize=_summarizer(model, kwargs, is_async),
+        summarizer=lambda: _summarizer(model, kwargs, is_async),
         capture_input=lambda: chat_content(messages),
     )
     if guard is None:

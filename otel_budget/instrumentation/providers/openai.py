@@ -271,7 +271,8 @@ class ChatStream:
 
     def apply(self) -> None:
         self.call.usage = chat_usage(self.usage)
-        self.call.tool_calls = [(n or "", a, i) for n, a, i in (self.tools[k] for k in sorted(self.tools))]
+        if self.tools:
+            self.call.tool_calls = [(n or "", a, i) for n, a, i in (self.tools[k] for k in sorted(self.tools))]
 
 
 def _unset_usage(chunk: Any) -> None:
