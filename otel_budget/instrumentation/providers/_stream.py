@@ -12,6 +12,7 @@ import logging
 import math
 import time
 import weakref
+from types import FunctionType, MappingProxyType
 from typing import Any, Protocol
 
 import wrapt
@@ -25,6 +26,7 @@ from ...core.calls import Guard
 from ...model.outcome import BudgetExceeded
 
 log = logging.getLogger(__name__)
+_NO_DICT: Any = MappingProxyType({})
 
 
 class Accumulator(Protocol):
@@ -65,7 +67,7 @@ def weak_method(obj: Any, name: str) -> Any:
     make a reference cycle, and `obj` (a response and all it holds) would wait for the garbage collector instead of
     going when its last user drops it. An attribute the instance already overrides is taken as it is."""
     func = getattr(type(obj), name, None)
-    if name in getattr(obj, "__dict__", {}) or not inspect.isfunction(func):
+    if type(func) is not FunctionType or name in getattr(obj, "__dict__", _NO_DICT):
         return getattr(obj, name)
     try:
         ref = weakref.ref(obj)
