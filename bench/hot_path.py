@@ -253,7 +253,8 @@ def icount(args: argparse.Namespace) -> None:
     jobs = [(name, kind, calls) for kind in args.kinds for name in names for calls in (n, 2 * n)
             if not (name in (BARE, PEER) and kind == "wrapper")]
     with ThreadPoolExecutor(os.cpu_count() or 1) as pool:  # each job is a process: one per core
-        counts = dict(zip(jobs, pool.map(lambda job: _instructions(*job, args.ref, env), jobs), strict=True))
+        counts = dict(zip(jobs, pool.map(lambda job: _instructions(job[0], job[1], job[2], args.ref, env), jobs),
+                          strict=True))
     for kind in args.kinds:
         got = {name: (counts[(name, kind, 2 * n)] - counts[(name, kind, n)]) / n
                for name in names if (name, kind, n) in counts}
