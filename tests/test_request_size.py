@@ -56,3 +56,26 @@ def test_the_server_of_a_span_is_what_the_client_class_says_its_base_url_is():
         assert _params.server(_base_url(Plain("http://a.example:1/"))) == ("a.example", 1)
         assert _params.server(_base_url(Plain("http://b.example/"))) == ("b.example", 80)
         assert _params.server(_base_url(Routed("http://a.example:1/"))) == ("gateway.example", 8443)
+
+
+def test_a_client_whose_base_url_property_returns_its_configured_url_is_read_without_the_property():
+    """Newer openai SDKs keep the URL in `_configured_base_url` and their property runs an import statement on every
+    read: it is read once, then the instance's own attribute is (and a new URL set on the client is seen)."""
+    from otel_budget.instrumentation.providers._request import _base_url
+
+    reads = []
+
+    class Configured:
+        def __init__(self, url: str) -> None:
+            self._configured_base_url = url
+
+        @property
+        def base_url(self) -> str:
+            reads.append(1)
+            return self._configured_base_url
+
+    client = Configured("http://a.example:1/")
+    assert [_base_url(client) for _ in range(5)] == ["http://a.example:1/"] * 5
+    client._configured_base_url = "http://b.example:2/"
+    assert _base_url(client) == "http://b.example:2/"
+    assert len(reads) == 1

@@ -137,7 +137,7 @@ def _start(adapter: Adapter, instance: Any, args: tuple[Any, ...], kwargs: dict[
     base_url = _base_url(instance)
     call.server = _params.server(base_url)
     if call.stream and base_url is not None:
-        call.base_url = str(base_url)
+        call.base_url = _url_text(base_url)
     size = RequestSize(options)
     try:
         guard = calls.begin(
@@ -158,26 +158,45 @@ def _start(adapter: Adapter, instance: Any, args: tuple[Any, ...], kwargs: dict[
     return guard, call, options, stream, size
 
 
-#: Client classes whose `base_url` property returns the client's own `_base_url` (checked on the first client of
-#: each class): read from there, since the openai SDK's property runs an import statement on every read.
-_PLAIN_BASE_URL: dict[type, bool] = {}
+#: Client classes whose `base_url` property returns an attribute of the client's own (checked on the first client of
+#: each class): the name of that attribute (`_base_url`; `_configured_base_url` in newer openai SDKs), read from the
+#: instance's dict, since the openai SDK's property runs an import statement on every read; "" when the property
+#: returns anything else (read through it).
+_PLAIN_BASE_URL: dict[type, str] = {}
+_OWN_BASE_URL = ("_base_url", "_configured_base_url")
 
 
 def _base_url(instance: Any) -> Any:
     """The client's base URL (`instance.base_url`), read without its property when that only returns it."""
     cls = type(instance)
-    plain = _PLAIN_BASE_URL.get(cls)
-    if plain is None:
+    own = _PLAIN_BASE_URL.get(cls)
+    if own is None:
         url = getattr(instance, "base_url", None)
-        own = getattr(instance, "__dict__", {}).get("_base_url")
+        attrs = getattr(instance, "__dict__", {})
+        found = next((name for name in _OWN_BASE_URL if url is not None and attrs.get(name) is url), "")
         if len(_PLAIN_BASE_URL) < 64:  # a handful of client classes; never grows without bound
-            _PLAIN_BASE_URL[cls] = url is not None and url is own
+            _PLAIN_BASE_URL[cls] = found
         return url
-    if plain:
-        url = instance.__dict__.get("_base_url")
+    if own:
+        url = instance.__dict__.get(own)
         if url is not None:
             return url
     return getattr(instance, "base_url", None)
+
+
+#: The last base URL object and its text: a stream's call records it as a string (a URL object's text is built by
+#: Python code in httpx), and a client's URL object is the same call after call.
+_last_url: tuple[Any, str] = (None, "")
+
+
+def _url_text(base_url: Any) -> str:
+    global _last_url
+    last = _last_url
+    if base_url is last[0]:
+        return last[1]
+    text = str(base_url)
+    _last_url = (base_url, text)
+    return text
 
 
 def _safe(adapter: Adapter, instance: Any, call: calls.ModelCall) -> Any:
