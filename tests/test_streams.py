@@ -182,3 +182,27 @@ def test_async_streaming_raw_response_is_counted(otel, llm, aoai):
     run = asyncio.run(main())
     assert run.outcome.usage.input_tokens == 21
     assert run.outcome.usage.output_tokens == 3
+
+
+def test_a_call_span_begins_when_the_call_is_sent_and_ends_when_its_stream_ends(otel, llm, oai):
+    """The SDK span of a call is made when the call settles (with every attribute at once), but it says when the call
+    began and ended, and its parent is the span that was current when it began (the run's)."""
+    import time
+
+    llm.default = Turn(text="one two three four", input_tokens=20, output_tokens=4, chunks=4)
+    with ob.run("timed", budget=METERED):
+        before = time.time_ns()
+        stream = oai.chat.completions.create(model="gpt-4o", messages=MSG, stream=True)
+        sent = time.time_ns()
+        time.sleep(0.2)
+        assert not otel.chat_spans()  # open until the stream is read to its end
+        list(stream)
+        done = time.time_ns()
+    span = otel.chat_spans()[0]
+    assert before <= span.start_time <= sent
+    assert sent + 200_000_000 <= span.end_time <= done
+    run_span = otel.run_span("timed")
+    assert span.parent.span_id == run_span.context.span_id
+    assert span.context.trace_id == run_span.context.trace_id
+    assert span.attributes["gen_ai.usage.input_tokens"] == 20
+    assert span.attributes["gen_ai.request.model"] == "gpt-4o"

@@ -9,9 +9,10 @@ import json
 import logging
 import os
 import threading
+import time
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from opentelemetry import metrics, trace
+from opentelemetry import context, metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .._version import __version__
@@ -64,6 +65,32 @@ class RunView(Protocol):
     def span_limits(self) -> dict[str, float]: ...
     def utilization(self) -> dict[str, float]: ...
     def utilization_max(self) -> float: ...
+
+
+class PendingSpan:
+    """A model call's span until the call settles: its SDK span is started then, with the start time and parent
+    context of the moment the call began and every attribute at once (one call into the SDK instead of a start and
+    an update apart). Attributes set meanwhile are kept for it. Only the recorder makes and ends it."""
+
+    __slots__ = ("tracer", "name", "attrs", "context", "start_time")
+
+    def __init__(self, tracer: Any, name: str, attrs: dict[str, Any]) -> None:
+        self.tracer = tracer
+        self.name = name
+        self.attrs = attrs
+        self.context = context.get_current()
+        self.start_time = time.time_ns()
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        self.attrs[key] = value
+
+    def start(self, attributes: dict[str, Any] | None) -> Any:
+        """The SDK span, with `attributes` added to those set before."""
+        attrs = self.attrs
+        if attributes:
+            attrs.update(attributes)
+        return self.tracer.start_span(self.name, context=self.context, kind=SpanKind.CLIENT, attributes=attrs,
+                                      start_time=self.start_time)
 
 
 class Telemetry:
@@ -287,7 +314,7 @@ class Telemetry:
             peer.update_name(f"{call.operation} {call.model}")
             peer.set_attributes(attrs)
             return peer
-        return self.tracer.start_span(f"{call.operation} {call.model}", kind=SpanKind.CLIENT, attributes=attrs)
+        return PendingSpan(self.tracer, f"{call.operation} {call.model}", attrs)
 
     def end_call(self, call: ModelCall, span: Any, duration: float, run_name: str | None,
                  capture: bool = False) -> None:
@@ -321,16 +348,22 @@ class Telemetry:
                 twins.call_attributes(attrs, call)
             if call.tool_calls:
                 attrs[sc.ACTIONS] = [f"{name}:{arguments_signature(args)}" for name, args, *_ in call.tool_calls]
+            event = None
             if call.capture is not None:
                 on_span, as_event = capture_mode()
                 if on_span:
                     attrs.update(call.capture)
                 if as_event:
-                    span.add_event(sc.EVENT_INFERENCE_DETAILS, call.capture)
+                    event = call.capture
             error_type = None
             if call.error is not None:
                 attrs[sc.ERROR_TYPE] = error_type = type(call.error).__name__
-            span.set_attributes(attrs)
+            if type(span) is PendingSpan:  # the SDK span, made now with every attribute at once
+                span = span.start(attrs)
+            else:
+                span.set_attributes(attrs)
+            if event is not None:
+                span.add_event(sc.EVENT_INFERENCE_DETAILS, event)
             if call.error is not None:
                 span.set_status(Status(StatusCode.ERROR, error_detail(call.error, capture)))
             metric = self._metric_attrs.get((call.operation, call.provider, call.model, call.response_model,
@@ -345,6 +378,8 @@ class Telemetry:
         except Exception:  # noqa: BLE001
             log.debug("otel-budget: could not record the call span", exc_info=True)
         finally:
+            if type(span) is PendingSpan:  # failed before the span was made: made with what it has, never lost
+                span = span.start(None)
             span.end()
 
     # --- tools ------------------------------------------------------------------------------------------
