@@ -69,28 +69,31 @@ class RunView(Protocol):
 
 class PendingSpan:
     """A model call's span until the call settles: its SDK span is started then, with the start time and parent
-    context of the moment the call began and every attribute at once (one call into the SDK instead of a start and
-    an update apart). Attributes set meanwhile are kept for it. Only the recorder makes and ends it."""
+    context of the moment the call began and every attribute at once (one call into the SDK and one attribute dict,
+    instead of a start and an update apart). Attributes set meanwhile are kept for it. Only the recorder makes and
+    ends it."""
 
-    __slots__ = ("tracer", "name", "attrs", "context", "start_time")
+    __slots__ = ("tracer", "call", "extra", "context", "start_time")
 
-    def __init__(self, tracer: Any, name: str, attrs: dict[str, Any]) -> None:
+    def __init__(self, tracer: Any, call: ModelCall) -> None:
         self.tracer = tracer
-        self.name = name
-        self.attrs = attrs
+        self.call = call
+        self.extra: dict[str, Any] | None = None
         self.context = context.get_current()
         self.start_time = time.time_ns()
 
     def set_attribute(self, key: str, value: Any) -> None:
-        self.attrs[key] = value
+        if self.extra is None:
+            self.extra = {}
+        self.extra[key] = value
 
-    def start(self, attributes: dict[str, Any] | None) -> Any:
-        """The SDK span, with `attributes` added to those set before."""
-        attrs = self.attrs
-        if attributes:
-            attrs.update(attributes)
-        return self.tracer.start_span(self.name, context=self.context, kind=SpanKind.CLIENT, attributes=attrs,
-                                      start_time=self.start_time)
+    def start(self, attributes: dict[str, Any]) -> Any:
+        """The SDK span, with `attributes` and those set before."""
+        if self.extra:
+            attributes.update(self.extra)
+        call = self.call
+        return self.tracer.start_span(f"{call.operation} {call.model}", context=self.context, kind=SpanKind.CLIENT,
+                                      attributes=attributes, start_time=self.start_time)
 
 
 class Telemetry:
@@ -288,6 +291,16 @@ class Telemetry:
     # --- model calls ------------------------------------------------------------------------------------
 
     def start_call(self, call: ModelCall) -> Any:
+        """The span of a call that begins now: another instrumentor's span of it (adopted), else a PendingSpan."""
+        peer = peer_span()  # another instrumentor's span of this very call: one LLM span, ours in content
+        if peer is not None:
+            peer.update_name(f"{call.operation} {call.model}")
+            peer.set_attributes(self._call_start_attrs(call))
+            return peer
+        return PendingSpan(self.tracer, call)
+
+    def _call_start_attrs(self, call: ModelCall) -> dict[str, Any]:
+        """What a call's span says of its request."""
         attrs: dict[str, Any] = {
             sc.GEN_AI_OPERATION_NAME: call.operation,
             sc.GEN_AI_PROVIDER_NAME: call.provider,
@@ -309,12 +322,7 @@ class Telemetry:
             attrs[sc.OI_INVOCATION_PARAMETERS] = twins.invocation_json(call)
             if call.conversation_id is not None:
                 attrs[sc.OI_SESSION_ID] = call.conversation_id
-        peer = peer_span()  # another instrumentor's span of this very call: one LLM span, ours in content
-        if peer is not None:
-            peer.update_name(f"{call.operation} {call.model}")
-            peer.set_attributes(attrs)
-            return peer
-        return PendingSpan(self.tracer, f"{call.operation} {call.model}", attrs)
+        return attrs
 
     def end_call(self, call: ModelCall, span: Any, duration: float, run_name: str | None,
                  capture: bool = False) -> None:
@@ -322,7 +330,9 @@ class Telemetry:
         try:
             u = call.usage
             oi = self.openinference
-            attrs: dict[str, Any] = {sc.COST_SOURCE: call.cost_source}
+            pending = type(span) is PendingSpan
+            attrs = self._call_start_attrs(call) if pending else {}
+            attrs[sc.COST_SOURCE] = call.cost_source
             if call.turn:
                 attrs[sc.TURN] = call.turn
             if call.response_model:
@@ -358,7 +368,7 @@ class Telemetry:
             error_type = None
             if call.error is not None:
                 attrs[sc.ERROR_TYPE] = error_type = type(call.error).__name__
-            if type(span) is PendingSpan:  # the SDK span, made now with every attribute at once
+            if pending:  # the SDK span, made now with every attribute at once
                 span = span.start(attrs)
             else:
                 span.set_attributes(attrs)
@@ -378,8 +388,9 @@ class Telemetry:
         except Exception:  # noqa: BLE001
             log.debug("otel-budget: could not record the call span", exc_info=True)
         finally:
-            if type(span) is PendingSpan:  # failed before the span was made: made with what it has, never lost
-                span = span.start(None)
+            if type(span) is PendingSpan:  # failed before the span was made: made now, never lost
+                span = span.start({sc.GEN_AI_OPERATION_NAME: call.operation, sc.GEN_AI_PROVIDER_NAME: call.provider,
+                                   sc.GEN_AI_REQUEST_MODEL: call.model})
             span.end()
 
     # --- tools ------------------------------------------------------------------------------------------
