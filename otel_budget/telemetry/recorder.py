@@ -388,10 +388,13 @@ class Telemetry:
         except Exception:  # noqa: BLE001
             log.debug("otel-budget: could not record the call span", exc_info=True)
         finally:
-            if type(span) is PendingSpan:  # failed before the span was made: made now, never lost
-                span = span.start({sc.GEN_AI_OPERATION_NAME: call.operation, sc.GEN_AI_PROVIDER_NAME: call.provider,
-                                   sc.GEN_AI_REQUEST_MODEL: call.model})
-            span.end()
+            try:
+                if type(span) is PendingSpan:  # failed before the span was made: made now, never lost
+                    span = span.start({sc.GEN_AI_OPERATION_NAME: call.operation,
+                                       sc.GEN_AI_PROVIDER_NAME: call.provider, sc.GEN_AI_REQUEST_MODEL: call.model})
+                span.end()
+            except Exception:  # noqa: BLE001 - a tracer that fails never breaks the agent's call
+                log.debug("otel-budget: could not end the call span", exc_info=True)
 
     # --- tools ------------------------------------------------------------------------------------------
 
