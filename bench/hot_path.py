@@ -290,7 +290,7 @@ def main() -> None:
         _one(args.one[0], args.one[1], int(args.one[2]), args.ref)
         return
     args.kinds = args.kinds.split(",")
-    if unknown := set(args.kinds) - {"wrapper", "plain", "stream"}:
+    if unknown := set(args.kinds) - {"wrapper", "plain", "stream", "usage"}:
         raise SystemExit(f"unknown kinds: {', '.join(sorted(unknown))}")
     if args.icount:
         icount(args)
