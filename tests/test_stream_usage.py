@@ -179,6 +179,23 @@ def test_the_sdk_never_builds_the_usage_only_chunk_only_we_asked_for(otel, llm, 
     assert ESTIMATED not in span.attributes
 
 
+@pytest.mark.parametrize("path", PATHS)
+def test_a_usage_only_chunk_before_the_answers_last_is_hidden_and_counted_too(otel, llm, path):
+    """The usage-only chunk is looked for among the events after the answer's finish only (the order OpenAI
+    sends); a server that sends it earlier still has it hidden from the caller (by the reader) and counted."""
+    fn, is_async = PATHS[path]
+    llm.default = Turn(text="one two three four five", input_tokens=1_234, output_tokens=56, chunks=5,
+                       usage_before_finish=True)
+    outside = fn(_client(llm, is_async))
+    run, inside = _in_run(None, lambda: fn(_client(llm, is_async)))
+    assert "stream_options" in llm.requests[1].body
+    assert inside == outside  # no usage-only chunk and no usage field reached the caller
+    assert (run.outcome.usage.input_tokens, run.outcome.usage.output_tokens) == (1_234, 56)
+    (_, span) = otel.chat_spans()
+    assert (span.attributes["gen_ai.usage.input_tokens"], span.attributes["gen_ai.usage.output_tokens"]) == (1_234, 56)
+    assert ESTIMATED not in span.attributes
+
+
 def test_a_langchain_openai_stream_in_a_run_without_limits_is_exact_and_unchanged(otel, llm):
     import langchain_openai
 

@@ -110,8 +110,10 @@ def chat_stream(plan: Plan, rid: str, turn: Turn, body: dict[str, Any]) -> list[
         events.append(chunk({"tool_calls": [head]}))
         for piece in split_args(arguments_text(tc)):
             events.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
+    if include_usage and turn.usage_before_finish:
+        events.append(chunk(None))
     events.append(chunk({}, _chat_finish(plan)))
-    if include_usage:
+    if include_usage and not turn.usage_before_finish:
         events.append(chunk(None))
     events.append((None, "[DONE]"))
     return events

@@ -64,6 +64,9 @@ class Turn:
     stream_usage: bool | None = None
     """OpenAI chat streaming: send the usage chunk (True) or not (False) whatever ``stream_options`` asks, as some
     servers do; ``None`` follows the request's ``include_usage``."""
+    usage_before_finish: bool = False
+    """OpenAI chat streaming: the usage-only chunk comes before the answer's last chunk (the one with its finish
+    reason) instead of after it, an order a compatible server may use."""
 
 
 @dataclass

@@ -144,12 +144,16 @@ def _usage_only(data: str) -> dict[str, Any] | None:
     return None
 
 
-def skip_usage_event(stream: Any, take: Callable[[dict[str, Any]], None]) -> None:
+def skip_usage_event(stream: Any, take: Callable[[dict[str, Any]], None], finished: list[Any]) -> None:
     """Hand the usage-only chunk that only our `include_usage` asked for to `take` straight from its server-sent
     event, and leave it out of the SDK stream's events. The caller never sees that chunk anyway (the reader hides
     it), and the SDK building a chunk object from it costs as much as a chunk of the answer. Only for the openai
     SDK's streams (their `_iter_events`, read when iteration starts); any other stream is left as it is, and an
-    event that is not plainly usage-only goes to the SDK as before."""
+    event that is not plainly usage-only goes to the SDK as before.
+
+    The server sends that chunk after the answer's last one, so events are only looked into once `finished` (the
+    call's finish reasons, filled by the reader) is not empty: the answer's own events pass untouched. A usage-only
+    chunk sent earlier reaches the reader, which hides it all the same."""
     if not callable(getattr(stream, "_iter_events", None)):
         return
     events = weak_method(stream, "_iter_events")  # set on the stream itself: no reference cycle through it
@@ -158,24 +162,28 @@ def skip_usage_event(stream: Any, take: Callable[[dict[str, Any]], None]) -> Non
 
         async def aiterate() -> Any:
             async for sse in events():
-                data = sse.data
-                parsed = _usage_only(data) if no_choices in data or spaced in data else None
-                if parsed is None:
-                    yield sse
-                else:
-                    take(parsed)
+                if finished:
+                    data = sse.data
+                    if no_choices in data or spaced in data:
+                        parsed = _usage_only(data)
+                        if parsed is not None:
+                            take(parsed)
+                            continue
+                yield sse
 
         replacement: Any = aiterate
     else:
 
         def iterate() -> Any:
             for sse in events():
-                data = sse.data
-                parsed = _usage_only(data) if no_choices in data or spaced in data else None
-                if parsed is None:
-                    yield sse
-                else:
-                    take(parsed)
+                if finished:
+                    data = sse.data
+                    if no_choices in data or spaced in data:
+                        parsed = _usage_only(data)
+                        if parsed is not None:
+                            take(parsed)
+                            continue
+                yield sse
 
         replacement = iterate
     try:

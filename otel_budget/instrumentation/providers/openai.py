@@ -262,7 +262,7 @@ class ChatStream:
         """The SDK stream this reads: the usage-only chunk we asked for is read from its event (see
         `_stream_usage.skip_usage_event`)."""
         if self.hide_usage:
-            _stream_usage.skip_usage_event(stream, self._take_usage)
+            _stream_usage.skip_usage_event(stream, self._take_usage, self.call.finish_reasons)
 
     def _take_usage(self, data: dict[str, Any]) -> None:
         self.usage = data["usage"]
