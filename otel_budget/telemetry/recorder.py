@@ -9,10 +9,9 @@ import json
 import logging
 import os
 import threading
-import time
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from opentelemetry import context, metrics, trace
+from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .._version import __version__
@@ -24,6 +23,7 @@ from . import openinference as twins
 from . import semconv as sc
 from .messages import capture_mode
 from .peers import peer_span
+from .pending_span import PendingSpan
 from .run_names import RunNames
 
 if TYPE_CHECKING:
@@ -65,35 +65,6 @@ class RunView(Protocol):
     def span_limits(self) -> dict[str, float]: ...
     def utilization(self) -> dict[str, float]: ...
     def utilization_max(self) -> float: ...
-
-
-class PendingSpan:
-    """A model call's span until the call settles: its SDK span is started then, with the start time and parent
-    context of the moment the call began and every attribute at once (one call into the SDK and one attribute dict,
-    instead of a start and an update apart). Attributes set meanwhile are kept for it. Only the recorder makes and
-    ends it."""
-
-    __slots__ = ("tracer", "call", "extra", "context", "start_time")
-
-    def __init__(self, tracer: Any, call: ModelCall) -> None:
-        self.tracer = tracer
-        self.call = call
-        self.extra: dict[str, Any] | None = None
-        self.context = context.get_current()
-        self.start_time = time.time_ns()
-
-    def set_attribute(self, key: str, value: Any) -> None:
-        if self.extra is None:
-            self.extra = {}
-        self.extra[key] = value
-
-    def start(self, attributes: dict[str, Any]) -> Any:
-        """The SDK span, with `attributes` and those set before."""
-        if self.extra:
-            attributes.update(self.extra)
-        call = self.call
-        return self.tracer.start_span(f"{call.operation} {call.model}", context=self.context, kind=SpanKind.CLIENT,
-                                      attributes=attributes, start_time=self.start_time)
 
 
 class Telemetry:
