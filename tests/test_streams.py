@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import subprocess
+import sys
+import textwrap
 
 import openai
 import pytest
@@ -77,6 +80,29 @@ def test_abandoned_stream_is_settled_by_garbage_collection(otel, llm, oai):
         assert run.usage.model_calls == 1
     assert len(otel.chat_spans()) == 1
     assert otel.chat_spans()[0].end_time is not None
+
+
+def test_a_stream_still_open_when_the_program_exits_gets_its_span(llm):
+    """Outside any run nothing else settles a stream the program still holds unread when it exits: the exit does,
+    so its span is exported before the tracer provider shuts down (made before the stream, it shuts down after)."""
+    llm.default = Turn(text="a b c d e f", input_tokens=40, output_tokens=6)
+    script = textwrap.dedent(f"""
+        import openai
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+        import otel_budget as ob
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(formatter=lambda s: s.name + "\\n")))
+        ob.instrument(tracer_provider=provider)
+        client = openai.OpenAI(base_url={llm.openai_base_url!r}, api_key="test", max_retries=0)
+        KEPT = client.chat.completions.create(model="gpt-4o", messages=[{{"role": "user", "content": "hi"}}],
+                                              stream=True)
+        next(iter(KEPT))
+        print("read one chunk", flush=True)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["read one chunk", "chat gpt-4o"]
 
 
 def test_dropped_stream_raises_the_sdk_error_and_is_settled_once(otel, llm, oai):

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import inspect
 import logging
-import weakref
 from collections.abc import Callable
 from typing import Any
 
 import wrapt
 
 from ...core.calls import Guard
+from ._on_collect import OnCollect
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ class RawResponse(wrapt.ObjectProxy):  # type: ignore[misc]
         super().__init__(wrapped)
         self._self_guard = guard
         self._self_read = read
-        self._self_final = weakref.finalize(self, guard.abandon)
+        self._self_final = OnCollect(self, guard.abandon)
 
     def _self_settle(self, parsed: Any) -> Any:
         if self._self_final.detach() is not None:

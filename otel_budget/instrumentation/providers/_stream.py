@@ -24,6 +24,7 @@ except ImportError:  # pragma: no cover - the async SDKs we wrap all depend on a
 
 from ...core.calls import Guard
 from ...model.outcome import BudgetExceeded
+from ._on_collect import OnCollect
 
 log = logging.getLogger(__name__)
 _NO_DICT: Any = MappingProxyType({})
@@ -81,7 +82,7 @@ def weak_method(obj: Any, name: str) -> Any:
     return call
 
 
-def _settle_on_close(stream: Any, final: weakref.finalize, reading: list[bool], is_async: bool = False) -> None:
+def _settle_on_close(stream: Any, final: OnCollect, reading: list[bool], is_async: bool = False) -> None:
     """The SDK's `.stream()` helpers close the stream's HTTP response directly: that very response's close (a sync
     stream's) or aclose (an async stream's) settles the call too. The response stays the SDK's own object (its type
     is unchanged); only its instance gets a close that also runs `final` (once: a finalizer runs at most once). A
@@ -121,32 +122,33 @@ class SyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
 
     def __init__(self, wrapped: Any, guard: Guard, acc: Accumulator) -> None:
         super().__init__(wrapped)
-        self._self_guard = guard
-        self._self_acc = acc
-        self._self_final = weakref.finalize(self, _abandon, guard, acc)
+        final = OnCollect(self, _abandon, guard, acc)
         guard.reader = acc
-        self._self_reading = [False]
-        #: What every `__next__` reads, looked up once: the stream's own `__next__`, the reader's `feed`.
-        self._self_hot = (wrapped.__next__, acc.feed, self._self_reading)
-        _settle_on_close(wrapped, self._self_final, self._self_reading)
+        reading = [False]
+        deadline = guard.deadline
+        #: Everything the proxy reads, in one attribute (each attribute of a proxy is set apart): what every
+        #: `__next__` reads first (the stream's own `__next__`, the reader's `feed`, the reading flag, the deadline
+        #: or None), then the guard, the reader and the watch that settles the call when the proxy is dropped.
+        self._self_hot = (wrapped.__next__, acc.feed, reading, None if deadline == math.inf else deadline,
+                          guard, acc, final)
+        _settle_on_close(wrapped, final, reading)
 
     def __iter__(self) -> SyncStream:
         return self
 
     def __next__(self) -> Any:
-        nxt, feed, reading = self._self_hot
-        deadline = self._self_guard.deadline
+        nxt, feed, reading, deadline, guard, acc, final = self._self_hot
         while True:
             reading[0] = True  # the SDK may close the response while it reads: this path settles then
             try:
                 item = nxt()
             except StopIteration:
-                self._self_final.detach()
-                _finish(self._self_guard, self._self_acc)
+                final.detach()
+                _finish(guard, acc)
                 raise
             except BaseException as exc:
-                self._self_final.detach()
-                replaced = _finish(self._self_guard, self._self_acc, exc)
+                final.detach()
+                replaced = _finish(guard, acc, exc)
                 if replaced is None or replaced is exc:
                     raise
                 raise replaced from exc
@@ -157,26 +159,30 @@ class SyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
             except Exception:  # noqa: BLE001 - a parsing bug of ours never breaks the caller's stream
                 log.debug("otel-budget: could not read a stream item", exc_info=True)
                 visible = True
-            if deadline != math.inf and time.monotonic() >= deadline:
+            if deadline is not None and time.monotonic() >= deadline:
                 raise self._self_expire()
             if visible:
                 return item
 
     def _self_expire(self) -> BudgetExceeded:
-        self._self_final.detach()
-        stop = _expired(self._self_guard, self._self_acc)
+        *_, guard, acc, final = self._self_hot
+        final.detach()
+        stop = _expired(guard, acc)
         try:
             self.__wrapped__.close()
         except Exception:  # noqa: BLE001
             log.debug("otel-budget: closing an expired stream failed", exc_info=True)
         return stop
 
+    def _self_settle(self) -> None:
+        """Settle with what was seen, unless settled already (the caller is done with the stream)."""
+        self._self_hot[-1]()
+
     def close(self) -> None:
         try:
             self.__wrapped__.close()
         finally:
-            if self._self_final.detach() is not None:
-                _abandon(self._self_guard, self._self_acc)
+            self._self_settle()
 
     def __enter__(self) -> SyncStream:
         return self
@@ -190,38 +196,37 @@ class AsyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
 
     def __init__(self, wrapped: Any, guard: Guard, acc: Accumulator) -> None:
         super().__init__(wrapped)
-        self._self_guard = guard
-        self._self_acc = acc
-        self._self_final = weakref.finalize(self, _abandon, guard, acc)
+        final = OnCollect(self, _abandon, guard, acc)
         guard.reader = acc
-        self._self_reading = [False]
-        #: What every `__anext__` reads, looked up once: the stream's own `__anext__`, the reader's `feed`.
-        self._self_hot = (wrapped.__anext__, acc.feed, self._self_reading)
-        _settle_on_close(wrapped, self._self_final, self._self_reading, is_async=True)
+        reading = [False]
+        deadline = guard.deadline
+        #: As SyncStream's, with the stream's own `__anext__`.
+        self._self_hot = (wrapped.__anext__, acc.feed, reading, None if deadline == math.inf else deadline,
+                          guard, acc, final)
+        _settle_on_close(wrapped, final, reading, is_async=True)
 
     def __aiter__(self) -> AsyncStream:
         return self
 
     async def __anext__(self) -> Any:
-        nxt, feed, reading = self._self_hot
-        deadline = self._self_guard.deadline
+        nxt, feed, reading, deadline, guard, acc, final = self._self_hot
         while True:
             silent = False
             reading[0] = True  # the SDK may close the response while it reads: this path settles then
             try:
-                if deadline == math.inf or anyio is None:
+                if deadline is None or anyio is None:
                     item = await nxt()
                 else:
                     with anyio.move_on_after(max(0.0, deadline - time.monotonic())) as scope:
                         item = await nxt()
                     silent = scope.cancelled_caught  # no event came before the deadline
             except StopAsyncIteration:
-                self._self_final.detach()
-                _finish(self._self_guard, self._self_acc)
+                final.detach()
+                _finish(guard, acc)
                 raise
             except BaseException as exc:
-                self._self_final.detach()
-                replaced = _finish(self._self_guard, self._self_acc, exc)
+                final.detach()
+                replaced = _finish(guard, acc, exc)
                 if replaced is None or replaced is exc:
                     raise
                 raise replaced from exc
@@ -234,26 +239,30 @@ class AsyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
             except Exception:  # noqa: BLE001 - a parsing bug of ours never breaks the caller's stream
                 log.debug("otel-budget: could not read a stream item", exc_info=True)
                 visible = True
-            if deadline != math.inf and time.monotonic() >= deadline:
+            if deadline is not None and time.monotonic() >= deadline:
                 raise await self._self_expire()
             if visible:
                 return item
 
     async def _self_expire(self) -> BudgetExceeded:
-        self._self_final.detach()
-        stop = _expired(self._self_guard, self._self_acc)
+        *_, guard, acc, final = self._self_hot
+        final.detach()
+        stop = _expired(guard, acc)
         try:
             await self.__wrapped__.close()
         except Exception:  # noqa: BLE001
             log.debug("otel-budget: closing an expired stream failed", exc_info=True)
         return stop
 
+    def _self_settle(self) -> None:
+        """Settle with what was seen, unless settled already (the caller is done with the stream)."""
+        self._self_hot[-1]()
+
     async def close(self) -> None:
         try:
             await self.__wrapped__.close()
         finally:
-            if self._self_final.detach() is not None:
-                _abandon(self._self_guard, self._self_acc)
+            self._self_settle()
 
     async def __aenter__(self) -> AsyncStream:
         return self
@@ -273,7 +282,7 @@ class RawStreamResponse(wrapt.ObjectProxy):  # type: ignore[misc]
         self._self_acc = acc
         self._self_async = is_async
         self._self_parsed: Any = None
-        self._self_final = weakref.finalize(self, _abandon, guard, acc)
+        self._self_final = OnCollect(self, _abandon, guard, acc)
         guard.reader = acc
 
     def _self_wrap(self, parsed: Any) -> Any:
@@ -326,4 +335,7 @@ class RawStreamResponse(wrapt.ObjectProxy):  # type: ignore[misc]
     def _self_closed(self) -> None:
         """Leaving the block closed the response: a stream not read to its end is settled with what was seen."""
         parsed = self._self_parsed
-        (parsed._self_final if parsed is not None else self._self_final)()
+        if parsed is not None:
+            parsed._self_settle()
+        else:
+            self._self_final()
