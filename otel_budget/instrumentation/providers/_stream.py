@@ -82,6 +82,30 @@ def weak_method(obj: Any, name: str) -> Any:
     return call
 
 
+#: Stream methods (`__next__`, `__anext__`) that only hand on their generator's (`return self._iterator.__next__()`,
+#: as the openai SDK's streams do), checked once each from their code: function -> whether it does.
+_FORWARDS: dict[Any, bool] = {}
+
+
+def _next_of(stream: Any, name: str) -> Any:
+    """`stream.<name>` (`__next__` or `__anext__`), or its generator's own when the stream's method only hands that
+    on: every chunk then goes through one Python frame less. Any other method (a class patched since, too) is
+    called as it is."""
+    func = getattr(type(stream), name, None)
+    forwards = _FORWARDS.get(func)
+    if forwards is None:
+        code = getattr(func, "__code__", None)
+        forwards = (code is not None and code.co_names == ("_iterator", name) and code.co_varnames == ("self",)
+                    and code.co_consts == (None,))
+        if len(_FORWARDS) < 64:  # a handful of stream classes; never grows without bound
+            _FORWARDS[func] = forwards
+    if forwards:
+        inner = getattr(getattr(stream, "__dict__", _NO_DICT).get("_iterator"), name, None)
+        if inner is not None:
+            return inner
+    return getattr(stream, name)
+
+
 def _settle_on_close(stream: Any, final: OnCollect, reading: list[bool], is_async: bool = False) -> None:
     """The SDK's `.stream()` helpers close the stream's HTTP response directly: that very response's close (a sync
     stream's) or aclose (an async stream's) settles the call too. The response stays the SDK's own object (its type
@@ -129,7 +153,7 @@ class SyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
         #: Everything the proxy reads, in one attribute (each attribute of a proxy is set apart): what every
         #: `__next__` reads first (the stream's own `__next__`, the reader's `feed`, the reading flag, the deadline
         #: or None), then the guard, the reader and the watch that settles the call when the proxy is dropped.
-        self._self_hot = (wrapped.__next__, acc.feed, reading, None if deadline == math.inf else deadline,
+        self._self_hot = (_next_of(wrapped, "__next__"), acc.feed, reading, None if deadline == math.inf else deadline,
                           guard, acc, final)
         _settle_on_close(wrapped, final, reading)
 
@@ -201,7 +225,7 @@ class AsyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
         reading = [False]
         deadline = guard.deadline
         #: As SyncStream's, with the stream's own `__anext__`.
-        self._self_hot = (wrapped.__anext__, acc.feed, reading, None if deadline == math.inf else deadline,
+        self._self_hot = (_next_of(wrapped, "__anext__"), acc.feed, reading, None if deadline == math.inf else deadline,
                           guard, acc, final)
         _settle_on_close(wrapped, final, reading, is_async=True)
 
