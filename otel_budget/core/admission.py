@@ -6,7 +6,10 @@ import hashlib
 import json
 import math
 import time
+from asyncio import current_task
+from asyncio.events import _get_running_loop as _running_loop
 from collections.abc import Callable
+from threading import get_ident
 from typing import Any
 
 from ..model.budget import StopReason
@@ -14,7 +17,7 @@ from ..model.outcome import BudgetExceeded, UnknownPriceError
 from ..telemetry import semconv as sc
 from . import config
 from . import ledger as lg
-from .in_flight import ADMISSION_WAIT, RoomPending, _holder
+from .in_flight import ADMISSION_WAIT, RoomPending
 from .node_state import _DIM_REASON, _LOCAL_STORE, Admission
 from .settlement import NodeSettlement
 
@@ -105,8 +108,9 @@ class NodeAdmission(NodeSettlement):
         """
         what = f"the call to {model}"
         self._check_gates(what)
-        limited = self._limited()
-        tools_left = lg.headroom(self.accounts, "tool_calls") if "tool_calls" in limited else math.inf
+        limited = self._limited_dims or self._limited()
+        rooms = lg.headrooms(self.accounts)  # what is left now on every dimension (the reservation checks again)
+        tools_left = rooms["tool_calls"]
         if tools_left < 0:
             raise self.stop(
                 StopReason.TOOL_CALLS, "max_tool_calls", f"{what} was not sent: the model requested more tool "
@@ -149,13 +153,12 @@ class NodeAdmission(NodeSettlement):
         n = max(1, choices)
         if out is None:
             # The dimension that leaves the least room for output bounds it (the first of these on a tie).
-            accounts = self.accounts
-            adm.bound_by, room = "output_tokens", lg.headroom(accounts, "output_tokens")
-            total_room = lg.headroom(accounts, "total_tokens") - est_in
+            adm.bound_by, room = "output_tokens", rooms["output_tokens"]
+            total_room = rooms["total_tokens"] - est_in
             if total_room < room:
                 adm.bound_by, room = "total_tokens", total_room
             if per_token > 0:
-                usd_room = (lg.headroom(accounts, "usd") - input_cost) / per_token
+                usd_room = (rooms["usd"] - input_cost) / per_token
                 if usd_room < room:
                     adm.bound_by, room = "usd", usd_room
             room = room / n  # each of the n answers may write up to the limit
@@ -246,7 +249,9 @@ class NodeAdmission(NodeSettlement):
         root = self.root
         root.turns += 1
         adm.turn = root.turns
-        adm.thread = holder = _holder()
+        loop = _running_loop()  # (as `_holder()`, without a call of its own)
+        task = current_task(loop) if loop is not None else None
+        adm.thread = holder = id(task) if task is not None else get_ident()
         in_flight = root.in_flight
         in_flight[holder] = in_flight.get(holder, 0) + 1  # (a Counter's missing key runs Python code)
 

@@ -52,6 +52,7 @@ class Guard:
 
     __slots__ = (
         "call", "node", "admission", "span", "started", "input_chars", "deadline", "reader", "_open", "__weakref__",
+        "max_output_tokens", "no_tools", "needs_usage",
     )
 
     def __init__(self, call: ModelCall, node: RunNode | None, admission: Admission | None, span: Any,
@@ -72,26 +73,19 @@ class Guard:
         #: that may settle (finish, fail, abandon, expire: from any thread or the garbage collector) gets it. No lock
         #: is made or taken per call.
         self._open = [True]
+        #: The output limit to put on the request, when the enforcer chose one (else None).
+        self.max_output_tokens: int | None = None
+        #: True when no tool call remains (max_tool_calls): the adapter sends the request without its tools.
+        self.no_tools = False
+        #: True inside any run (whatever its limits): a stream must report its usage, so the run's figures are exact.
+        #: Outside runs a stream's usage is read if the server sent it, else estimated (and marked).
+        self.needs_usage = node is not None
+        if admission is not None:
+            if admission.set_max_tokens:
+                self.max_output_tokens = admission.max_output_tokens
+            self.no_tools = admission.no_tools
         if node is not None:
             node.open_calls.add(self)
-
-    @property
-    def max_output_tokens(self) -> int | None:
-        """The output limit to put on the request, when the enforcer chose one (else None)."""
-        adm = self.admission
-        return adm.max_output_tokens if adm is not None and adm.set_max_tokens else None
-
-    @property
-    def no_tools(self) -> bool:
-        """True when no tool call remains (max_tool_calls): the adapter sends the request without its tools."""
-        adm = self.admission
-        return adm is not None and adm.no_tools
-
-    @property
-    def needs_usage(self) -> bool:
-        """True inside any run (whatever its limits): a stream must report its usage, so the run's figures are
-        exact. Outside runs a stream's usage is read if the server sent it, else estimated (and marked)."""
-        return self.node is not None
 
     @property
     def timeout(self) -> float | None:

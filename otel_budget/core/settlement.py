@@ -72,7 +72,8 @@ class NodeSettlement(NodeInFlight):
                     st["reasoning"] += reasoning
                 if cost is None:
                     st["unpriced"] += 1
-        _wake_all(waiters)
+        if waiters:
+            _wake_all(waiters)
         if adm.shared:
             self._settle_shared(adm.shared, actual)
         if input_chars and input_tokens > 0:

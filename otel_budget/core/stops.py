@@ -128,10 +128,15 @@ class NodeStops(NodeState):
     def _check_gates(self, what: str, counted: bool = False) -> None:
         """Raise BudgetExceeded for an ended run, depth, time and pending stops (repeat, tool calls). `counted`: a
         tool execution whose request was counted within max_tool_calls, which a tool-call stop does not refuse."""
-        self._check_open(what)
+        for node in self.chain:
+            if node.closed:
+                self._check_open(what)
+                break
         if self.depth_refused:
             raise self.stop(StopReason.DEPTH, "max_depth", f"{what} was not sent: {self.depth_refused}.")
-        if self.deadline is not math.inf and time.monotonic() >= self.deadline + self._paused_chain():
+        deadline = self.deadline
+        # (paused time only moves the deadline later: it is added up only once the deadline itself has passed)
+        if deadline is not math.inf and (now := time.monotonic()) >= deadline and now >= deadline + self._paused_chain():
             raise self.stop(StopReason.TIME, "max_seconds", f"{what} was not sent: the run's time is up.",
                             by=self._deadline_owner())
         if self.stop_state is not None and (self.stop_state[0] in _GATED_STOPS or self.limit_declined):
