@@ -27,6 +27,8 @@ class OnCollect(weakref.ref):
     stops it (it returns the arguments when the watch was still live, else None)."""
 
     __slots__ = ("func", "args")
+    func: Callable[..., Any]
+    args: tuple[Any, ...]
 
     def __new__(cls, obj: Any, func: Callable[..., Any], /, *args: Any) -> OnCollect:
         self = super().__new__(cls, obj, _collected)
