@@ -158,32 +158,31 @@ def skip_usage_event(stream: Any, take: Callable[[dict[str, Any]], None], finish
         return
     events = weak_method(stream, "_iter_events")  # set on the stream itself: no reference cycle through it
     no_choices, spaced = _NO_CHOICES
+
+    def consumed(sse: Any) -> bool:
+        """Whether the event is the usage-only one (then handed to `take`, and left out)."""
+        data = sse.data
+        if no_choices in data or spaced in data:
+            parsed = _usage_only(data)
+            if parsed is not None:
+                take(parsed)
+                return True
+        return False
+
     if type(stream).__name__ == "AsyncStream":
 
         async def aiterate() -> Any:
             async for sse in events():
-                if finished:
-                    data = sse.data
-                    if no_choices in data or spaced in data:
-                        parsed = _usage_only(data)
-                        if parsed is not None:
-                            take(parsed)
-                            continue
-                yield sse
+                if not (finished and consumed(sse)):
+                    yield sse
 
         replacement: Any = aiterate
     else:
 
         def iterate() -> Any:
             for sse in events():
-                if finished:
-                    data = sse.data
-                    if no_choices in data or spaced in data:
-                        parsed = _usage_only(data)
-                        if parsed is not None:
-                            take(parsed)
-                            continue
-                yield sse
+                if not (finished and consumed(sse)):
+                    yield sse
 
         replacement = iterate
     try:
