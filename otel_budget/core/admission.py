@@ -109,8 +109,7 @@ class NodeAdmission(NodeSettlement):
         what = f"the call to {model}"
         self._check_gates(what)
         limited = self._limited_dims or self._limited()
-        rooms = lg.headrooms(self.accounts)  # what is left now on every dimension (the reservation checks again)
-        tools_left = rooms["tool_calls"]
+        tools_left = lg.headroom(self.accounts, "tool_calls") if "tool_calls" in limited else math.inf
         if tools_left < 0:
             raise self.stop(
                 StopReason.TOOL_CALLS, "max_tool_calls", f"{what} was not sent: the model requested more tool "
@@ -153,12 +152,13 @@ class NodeAdmission(NodeSettlement):
         n = max(1, choices)
         if out is None:
             # The dimension that leaves the least room for output bounds it (the first of these on a tie).
-            adm.bound_by, room = "output_tokens", rooms["output_tokens"]
-            total_room = rooms["total_tokens"] - est_in
+            accounts = self.accounts
+            adm.bound_by, room = "output_tokens", lg.headroom(accounts, "output_tokens")
+            total_room = lg.headroom(accounts, "total_tokens") - est_in
             if total_room < room:
                 adm.bound_by, room = "total_tokens", total_room
             if per_token > 0:
-                usd_room = (rooms["usd"] - input_cost) / per_token
+                usd_room = (lg.headroom(accounts, "usd") - input_cost) / per_token
                 if usd_room < room:
                     adm.bound_by, room = "usd", usd_room
             room = room / n  # each of the n answers may write up to the limit

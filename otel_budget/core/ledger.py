@@ -148,20 +148,6 @@ def headroom(accounts: Sequence[Account], dim: str) -> float:
     return math.inf if room is None else room
 
 
-def headrooms(accounts: Sequence[Account]) -> dict[str, float]:
-    """`headroom` of every dimension at once (what an admission reads), in one pass over the accounts."""
-    rooms: dict[str, float] = {}
-    for acc in accounts:
-        limits, used, reserved = acc.limits, acc.used, acc.reserved
-        for dim in DIMS:
-            limit = limits.get(dim)
-            here = math.inf if limit is None else limit - used[dim] - reserved[dim]
-            room = rooms.get(dim)
-            if room is None or here < room:
-                rooms[dim] = here
-    return rooms if accounts else dict.fromkeys(DIMS, math.inf)
-
-
 # --- shared budgets -------------------------------------------------------------------------------------
 
 
