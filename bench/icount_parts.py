@@ -100,7 +100,7 @@ def parts() -> dict[str, Callable[[], Any]]:
         "settle_locked (5 dims used)": lambda: lg.settle_locked(node.accounts, {}, actual),
         "check_near": node._check_near,
         "check_gates": lambda: node._check_gates("the call"),
-        "headrooms": lambda: lg.headrooms(node.accounts),
+        "headroom (one dimension)": lambda: lg.headroom(node.accounts, "usd"),
         "reserve_here + done": lambda: (node._reserve_here(adm, True), lg.settle_locked(node.accounts, adm.amounts, {}),
                                         node._done_locked(adm)),
         "pricing.cost": lambda: pricing.cost(100, 0),
@@ -134,8 +134,8 @@ def _count(name: str, n: int) -> int:
     out = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__,
                           "--one", name, str(n)], capture_output=True, text=True, env=env)
     found = re.search(r"Collected : (\d+)", out.stderr)
-    if found is None:
-        raise SystemExit(f"callgrind gave no count for {name}:\n{out.stderr[-2000:]}")
+    if found is None or out.returncode != 0:
+        raise SystemExit(f"no count for {name}:\n{out.stderr[-2000:]}")
     return int(found.group(1))
 
 
