@@ -91,7 +91,7 @@ def parts() -> dict[str, Callable[[], Any]]:
 
     return {
         "empty": lambda: None,
-        "begin_finish (core of a call, no span)": begin_finish,
+        "begin_finish (the core of a call; no span)": begin_finish,
         "admit_settle": lambda: node.settle(node.admit("openai", "gpt-4o", None, size, 1, (body, "messages")),
                                             input_tokens=41, output_tokens=24, cost=0.0003, input_chars=300),
         "admit_release": lambda: node.release(node.admit("openai", "gpt-4o", None, size, 1, (body, "messages"))),

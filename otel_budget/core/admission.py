@@ -6,10 +6,7 @@ import hashlib
 import json
 import math
 import time
-from asyncio import current_task
-from asyncio.events import _get_running_loop as _running_loop
 from collections.abc import Callable
-from threading import get_ident
 from typing import Any
 
 from ..model.budget import StopReason
@@ -17,7 +14,7 @@ from ..model.outcome import BudgetExceeded, UnknownPriceError
 from ..telemetry import semconv as sc
 from . import config
 from . import ledger as lg
-from .in_flight import ADMISSION_WAIT, RoomPending
+from .in_flight import ADMISSION_WAIT, RoomPending, _holder
 from .node_state import _DIM_REASON, _LOCAL_STORE, Admission
 from .settlement import NodeSettlement
 
@@ -108,7 +105,7 @@ class NodeAdmission(NodeSettlement):
         """
         what = f"the call to {model}"
         self._check_gates(what)
-        limited = self._limited_dims or self._limited()
+        limited = self._limited()
         tools_left = lg.headroom(self.accounts, "tool_calls") if "tool_calls" in limited else math.inf
         if tools_left < 0:
             raise self.stop(
@@ -249,9 +246,7 @@ class NodeAdmission(NodeSettlement):
         root = self.root
         root.turns += 1
         adm.turn = root.turns
-        loop = _running_loop()  # (as `_holder()`, without a call of its own)
-        task = current_task(loop) if loop is not None else None
-        adm.thread = holder = id(task) if task is not None else get_ident()
+        adm.thread = holder = _holder()
         in_flight = root.in_flight
         in_flight[holder] = in_flight.get(holder, 0) + 1  # (a Counter's missing key runs Python code)
 

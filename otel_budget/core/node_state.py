@@ -165,7 +165,7 @@ class NodeState:
             if used[dim] / limit >= near:
                 return True
         seconds = self.budget.max_seconds
-        return seconds is not None and (time.monotonic() - self.started - self.paused_seconds) / seconds >= near
+        return seconds is not None and self.elapsed() / seconds >= near
 
     def _paused_chain(self) -> float:
         paused = 0.0

@@ -128,10 +128,7 @@ class NodeStops(NodeState):
     def _check_gates(self, what: str, counted: bool = False) -> None:
         """Raise BudgetExceeded for an ended run, depth, time and pending stops (repeat, tool calls). `counted`: a
         tool execution whose request was counted within max_tool_calls, which a tool-call stop does not refuse."""
-        for node in self.chain:
-            if node.closed:
-                self._check_open(what)
-                break
+        self._check_open(what)
         if self.depth_refused:
             raise self.stop(StopReason.DEPTH, "max_depth", f"{what} was not sent: {self.depth_refused}.")
         deadline = self.deadline

@@ -324,7 +324,7 @@ class Telemetry:
             if call.usage_estimated:
                 attrs[sc.USAGE_ESTIMATED] = True
             if call.cost_usd is not None:
-                attrs[sc.COST_USD] = round(call.cost_usd, 10)  # as _money
+                attrs[sc.COST_USD] = _money(call.cost_usd)
             if oi:
                 twins.call_attributes(attrs, call)
             if call.tool_calls:
