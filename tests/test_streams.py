@@ -7,6 +7,7 @@ import gc
 import subprocess
 import sys
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 
 import openai
 import pytest
@@ -103,6 +104,33 @@ def test_a_stream_still_open_when_the_program_exits_gets_its_span(llm):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["read one chunk", "chat gpt-4o"]
+
+
+def test_streams_read_closed_and_dropped_from_many_threads_are_each_counted_once(otel, llm, oai):
+    """A storm of streams in a pool, a third read to the end, a third closed early, a third dropped after one chunk:
+    every request that reached the server is one model call of the run and one ended span, none twice."""
+    llm.default = Turn(text="a b c d e f g h", input_tokens=40, output_tokens=8, chunks=8)
+
+    def work(i: int) -> None:
+        stream = oai.chat.completions.create(model="gpt-4o", messages=MSG, stream=True)
+        if i % 3 == 0:
+            list(stream)
+        elif i % 3 == 1:
+            next(iter(stream))
+            stream.close()
+        else:
+            next(iter(stream))
+            del stream
+
+    with ob.run("storm", budget=ob.Budget(max_steps=1_000, max_usd=10.0)) as run, ThreadPoolExecutor(8) as pool:
+        list(pool.map(work, range(60)))
+        gc.collect()
+    assert len(llm.requests) == 60
+    assert run.outcome.usage.model_calls == 60
+    assert run.outcome.stop_reason == "done"
+    spans = otel.chat_spans()
+    assert len(spans) == 60 and all(span.end_time is not None for span in spans)
+    assert run.outcome.usage.output_tokens >= 20 * 8  # the streams read to the end count what the server reported
 
 
 def test_dropped_stream_raises_the_sdk_error_and_is_settled_once(otel, llm, oai):
