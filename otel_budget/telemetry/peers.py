@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from opentelemetry import trace
+from opentelemetry.context import Context
 
 from . import semconv as sc
 
@@ -37,9 +38,10 @@ class AdoptedSpan:
         return getattr(self.span, name)
 
 
-def peer_span() -> AdoptedSpan | None:
-    """The open LLM span of another provider-level instrumentor around this call, to adopt (None: open our own)."""
-    span = trace.get_current_span()
+def peer_span(ctx: Context | None = None) -> AdoptedSpan | None:
+    """The open LLM span of another provider-level instrumentor around this call, to adopt (None: open our own);
+    `ctx`: the current context, when the caller has read it already."""
+    span = trace.get_current_span(ctx)
     scope = getattr(getattr(span, "instrumentation_scope", None), "name", None)
     if scope not in PEER_SCOPES:  # first: the common case (our run's span, or none) ends here
         return None

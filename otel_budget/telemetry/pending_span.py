@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry import context
+from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind
 
 if TYPE_CHECKING:
@@ -14,17 +14,17 @@ if TYPE_CHECKING:
 
 class PendingSpan:
     """A model call's span until the call settles: its SDK span is started then, with the start time and parent
-    context of the moment the call began and every attribute at once (one call into the SDK and one attribute dict,
-    instead of a start and an update apart). Attributes set meanwhile are kept for it. Only the recorder makes and
-    ends it."""
+    context (`parent`) of the moment the call began and every attribute at once (one call into the SDK and one
+    attribute dict, instead of a start and an update apart). Attributes set meanwhile are kept for it. Only the
+    recorder makes and ends it."""
 
     __slots__ = ("tracer", "call", "extra", "context", "start_time")
 
-    def __init__(self, tracer: Any, call: ModelCall) -> None:
+    def __init__(self, tracer: Any, call: ModelCall, parent: Context) -> None:
         self.tracer = tracer
         self.call = call
         self.extra: dict[str, Any] | None = None
-        self.context = context.get_current()
+        self.context = parent
         self.start_time = time.time_ns()
 
     def set_attribute(self, key: str, value: Any) -> None:

@@ -12,6 +12,7 @@ import threading
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from opentelemetry import metrics, trace
+from opentelemetry.context import get_current as current_context
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .._version import __version__
@@ -263,12 +264,13 @@ class Telemetry:
 
     def start_call(self, call: ModelCall) -> Any:
         """The span of a call that begins now: another instrumentor's span of it (adopted), else a PendingSpan."""
-        peer = peer_span()  # another instrumentor's span of this very call: one LLM span, ours in content
+        parent = current_context()  # read once: the peer's span is looked for in it, and ours starts in it
+        peer = peer_span(parent)  # another instrumentor's span of this very call: one LLM span, ours in content
         if peer is not None:
             peer.update_name(f"{call.operation} {call.model}")
             peer.set_attributes(self._call_start_attrs(call))
             return peer
-        return PendingSpan(self.tracer, call)
+        return PendingSpan(self.tracer, call, parent)
 
     def _call_start_attrs(self, call: ModelCall) -> dict[str, Any]:
         """What a call's span says of its request."""
