@@ -180,6 +180,23 @@ def test_the_sdk_never_builds_the_usage_only_chunk_only_we_asked_for(otel, llm, 
 
 
 @pytest.mark.parametrize("path", PATHS)
+def test_cached_and_reasoning_tokens_of_the_usage_event_we_asked_for_are_counted(otel, llm, path):
+    """The usage-only event we asked for is read from its JSON, never built by the SDK: its token details (cache
+    reads, reasoning) count as the SDK's own usage object would give them."""
+    fn, is_async = PATHS[path]
+    llm.default = Turn(text="one two three four five", input_tokens=1_234, output_tokens=56, chunks=5,
+                       cache_read_tokens=1_000, reasoning_tokens=20)
+    run, _ = _in_run(None, lambda: fn(_client(llm, is_async)))
+    assert llm.requests[0].body["stream_options"] == {"include_usage": True}
+    u = run.outcome.usage
+    assert (u.input_tokens, u.output_tokens, u.cache_read_tokens, u.reasoning_tokens) == (1_234, 56, 1_000, 20)
+    (span,) = otel.chat_spans()
+    assert span.attributes["gen_ai.usage.cache_read.input_tokens"] == 1_000
+    assert span.attributes["gen_ai.usage.reasoning.output_tokens"] == 20
+    assert ESTIMATED not in span.attributes
+
+
+@pytest.mark.parametrize("path", PATHS)
 def test_a_usage_only_chunk_before_the_answers_last_is_hidden_and_counted_too(otel, llm, path):
     """The usage-only chunk is looked for among the events after the answer's finish only (the order OpenAI
     sends); a server that sends it earlier still has it hidden from the caller (by the reader) and counted."""
