@@ -35,15 +35,6 @@ def chat_usage(usage: Any) -> TokenUsage | None:
     """OpenAI chat usage: prompt_tokens already includes cached tokens."""
     if usage is None:
         return None
-    if type(usage) is dict:  # JSON (the usage-only event, read from its server-sent event): dicts or other values
-        details = usage.get("prompt_tokens_details")
-        out_details = usage.get("completion_tokens_details")
-        return TokenUsage(
-            usage.get("prompt_tokens"),
-            usage.get("completion_tokens"),
-            cache_read=(details.get("cached_tokens", 0) if type(details) is dict else 0) or 0,
-            reasoning=(out_details.get("reasoning_tokens", 0) if type(out_details) is dict else 0) or 0,
-        )
     get = getattr if type(usage) is _TYPED[2] else _get
     details = get(usage, "prompt_tokens_details", None)
     out_details = get(usage, "completion_tokens_details", None)
