@@ -1,9 +1,9 @@
 """Instructions of the hot path's parts, each alone: where a call's instructions go, part by part.
 
-Each part runs N and 2N times in a fresh process under valgrind's callgrind (one hash seed, the collector frozen
-after warm-up), inside a budgeted run with every limit on (as `overhead.py` runs it) and a no-op tracer; the
-difference over N is the part's instructions. No SDK: `hot_path.py --icount` counts whole calls through the real
-SDK, this says which part of ours they are made of. An empty part shows the loop's own cost (about 500).
+Each part runs N and 2N times in a fresh process under valgrind's callgrind (one hash seed; after warm-up what
+exists is frozen and the collector is off), inside a budgeted run with every limit on (as `overhead.py` runs it)
+and a no-op tracer; the difference over N is the part's instructions. No SDK: `hot_path.py --icount` counts
+whole calls through the real SDK, this says which part of ours they are made of. An empty part shows the loop's own cost (about 500).
 
 Run: `.venv/bin/python bench/icount_parts.py [--calls 400] [--parts admit_settle,reserve_release,...]`.
 """
@@ -124,6 +124,7 @@ def _child(name: str, n: int) -> None:
         part()
     gc.collect()
     gc.freeze()
+    gc.disable()  # a collection landing in the N count and not the 2N one would move the difference
     for _ in range(n):
         part()
 
