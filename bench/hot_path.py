@@ -273,6 +273,61 @@ def icount(args: argparse.Namespace) -> None:
                   + (f"; work tree / best peer {over[WORK] / over[PEER]:.3f}" if PEER in over else ""))
 
 
+def bytecode_counts(args: argparse.Namespace) -> None:
+    """Bytecodes per call (see bytecodes.py), each configuration in turn in this process, and with `--top`, the
+    functions where the work tree's overhead over the bare SDK goes."""
+    import bytecodes
+    from peers import PEERS
+
+    import otel_budget
+
+    ref = load_ref(args.ref)
+    n = args.icount_calls
+    configs = ([BARE] if args.bare else []) + ([PEER] if args.peer else []) + [REF, WORK]
+    print(f"bytecodes per call ({n} calls after 10 warm-up calls, every limit on)")
+    print("| kind | configuration | bytecodes/call | overhead over bare |")
+    print("|---|---|---:|---:|")
+    for kind in args.kinds:
+        got: dict[str, Any] = {}
+        for name in configs:
+            if name in (BARE, PEER) and kind == "wrapper":
+                continue
+            slot = Slot(name, {REF: ref, WORK: otel_budget}.get(name), False)
+            fn = slot.fn(kind)
+            if slot.pkg is None:
+                undo = PEERS[0].setup(slot.tp) if name == PEER else (lambda: None)
+                try:
+                    got[name] = bytecodes.count(fn, slot.client, n)
+                finally:
+                    undo()
+                continue
+            slot.pkg.instrument(tracer_provider=slot.tp)
+            try:
+                with slot.pkg.run("bench-hot", budget=budget(slot.pkg)):
+                    got[name] = bytecodes.count(fn, slot.client, n)
+            finally:
+                slot.pkg.uninstrument()
+        total = {name: sum(c.values()) / n for name, c in got.items()}
+        for name, value in total.items():
+            over = f"{value - total[BARE]:+,.0f}" if BARE in total and name != BARE else ""
+            print(f"| {kind} | {f'{REF} {args.ref}' if name == REF else name} | {value:,.0f} | {over} |")
+        print(f"{kind}: work tree - ref {total[WORK] - total[REF]:+,.0f} bytecodes/call")
+        if BARE in total and PEER in total:
+            print(f"{kind}: overhead, work tree / best peer "
+                  f"{(total[WORK] - total[BARE]) / (total[PEER] - total[BARE]):.3f}")
+        if args.top and BARE in got:
+            base = got[BARE]
+            over = {key: (value - base.get(key, 0)) / n for key, value in got[WORK].items()}
+            parts: dict[str, float] = {}
+            for key, value in over.items():
+                parts[bytecodes.group(key)] = parts.get(bytecodes.group(key), 0.0) + value
+            print(f"{kind}: the work tree's overhead by part: "
+                  + ", ".join(f"{part} {value:+,.0f}" for part, value in sorted(parts.items(), key=lambda x: -x[1])
+                              if abs(value) >= 1))
+            for key, value in sorted(over.items(), key=lambda x: -x[1])[: args.top]:
+                print(f"  {value:+8,.0f}  {key}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--ref", default="HEAD", help="the commit (or a directory with a copy) to compare with")
@@ -286,8 +341,10 @@ def main() -> None:
     ap.add_argument("--meter", action="store_true", help="an SDK MeterProvider with an in-memory reader")
     ap.add_argument("--bare", action="store_true", help="the bare SDK before and after each repetition")
     ap.add_argument("--icount", action="store_true", help="count instructions (valgrind) instead of timing")
-    ap.add_argument("--icount-calls", type=int, default=100, help="N of --icount")
-    ap.add_argument("--peer", action="store_true", help="--icount: OTel contrib GenAI (openai-v2) too (bare SDK + it)")
+    ap.add_argument("--icount-calls", type=int, default=100, help="N of --icount and --bytecodes")
+    ap.add_argument("--bytecodes", action="store_true", help="count bytecodes executed (sys.settrace) per call")
+    ap.add_argument("--top", type=int, default=0, help="--bytecodes with --bare: the work tree's top functions")
+    ap.add_argument("--peer", action="store_true", help="--icount, --bytecodes: OTel contrib GenAI (openai-v2) too")
     ap.add_argument("--one", nargs=3, metavar=("CONFIG", "KIND", "N"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
@@ -298,6 +355,9 @@ def main() -> None:
         raise SystemExit(f"unknown kinds: {', '.join(sorted(unknown))}")
     if args.icount:
         icount(args)
+        return
+    if args.bytecodes:
+        bytecode_counts(args)
         return
     report(measure(args, load_ref(args.ref)), args)
 
