@@ -309,22 +309,22 @@ def bytecode_counts(args: argparse.Namespace) -> None:
                 slot.pkg.uninstrument()
         total = {name: sum(c.values()) / n for name, c in got.items()}
         for name, value in total.items():
-            over = f"{value - total[BARE]:+,.0f}" if BARE in total and name != BARE else ""
-            print(f"| {kind} | {f'{REF} {args.ref}' if name == REF else name} | {value:,.0f} | {over} |")
+            extra = f"{value - total[BARE]:+,.0f}" if BARE in total and name != BARE else ""
+            print(f"| {kind} | {f'{REF} {args.ref}' if name == REF else name} | {value:,.0f} | {extra} |")
         print(f"{kind}: work tree - ref {total[WORK] - total[REF]:+,.0f} bytecodes/call")
         if BARE in total and PEER in total:
             print(f"{kind}: overhead, work tree / best peer "
                   f"{(total[WORK] - total[BARE]) / (total[PEER] - total[BARE]):.3f}")
         if args.top and BARE in got:
             base = got[BARE]
-            over = {key: (value - base.get(key, 0)) / n for key, value in got[WORK].items()}
+            added = {key: (value - base.get(key, 0)) / n for key, value in got[WORK].items()}
             parts: dict[str, float] = {}
-            for key, value in over.items():
+            for key, value in added.items():
                 parts[bytecodes.group(key)] = parts.get(bytecodes.group(key), 0.0) + value
             print(f"{kind}: the work tree's overhead by part: "
                   + ", ".join(f"{part} {value:+,.0f}" for part, value in sorted(parts.items(), key=lambda x: -x[1])
                               if abs(value) >= 1))
-            for key, value in sorted(over.items(), key=lambda x: -x[1])[: args.top]:
+            for key, value in sorted(added.items(), key=lambda x: -x[1])[: args.top]:
                 print(f"  {value:+8,.0f}  {key}")
 
 
