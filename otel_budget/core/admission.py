@@ -141,11 +141,10 @@ class NodeAdmission(NodeSettlement):
         out = max_output
         input_cost = per_token = 0.0
         if pricing is not None:
-            input_cost = plain_input = pricing.cost(est_in, 0)
-            if not adm.estimated:  # an upper bound prices every input token at the dearest input rate
-                input_cost = max(input_cost, pricing.cost(est_in, 0, cache_read=est_in),
-                                 pricing.cost(est_in, 0, cache_write=est_in))
-            per_token = (pricing.cost(est_in, 1_000_000) - plain_input) / 1_000_000
+            fresh, read, write, output = pricing.rates_at(est_in)
+            # An upper bound prices every input token at the dearest input rate (fresh, cache read or write).
+            input_cost = est_in * (fresh if adm.estimated else max(fresh, read, write)) / 1e6
+            per_token = output / 1e6
         n = max(1, choices)
         if out is None:
             # The dimension that leaves the least room for output bounds it (the first of these on a tie).

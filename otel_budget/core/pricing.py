@@ -32,10 +32,18 @@ class ModelPricing:
     rates: tuple[float, float, float, float] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        b = self.base
-        rates = (b.input_per_mtok, b.input_per_mtok if b.cache_read_per_mtok is None else b.cache_read_per_mtok,
-                 b.input_per_mtok if b.cache_write_per_mtok is None else b.cache_write_per_mtok, b.output_per_mtok)
-        object.__setattr__(self, "rates", rates)
+        object.__setattr__(self, "rates", _rates(self.base))
+
+    def rates_at(self, input_tokens: int) -> tuple[float, float, float, float]:
+        """The rates per million tokens (input, cache read, cache write, output) of the tier a prompt of
+        `input_tokens` tokens is priced at."""
+        if not self.tiers:
+            return self.rates
+        price = self.base
+        for start, tier in self.tiers:
+            if input_tokens > start:
+                price = tier
+        return _rates(price)
 
     def cost(self, input_tokens: int, output_tokens: int, cache_read: int = 0, cache_write: int = 0) -> float:
         if self.tiers:
@@ -50,6 +58,12 @@ class ModelPricing:
         if fresh < 0:
             fresh = 0
         return (fresh * fresh_rate + cache_read * read + cache_write * write + output_tokens * out) / 1e6
+
+
+def _rates(price: Price) -> tuple[float, float, float, float]:
+    fresh = price.input_per_mtok
+    read, write = price.cache_read_per_mtok, price.cache_write_per_mtok
+    return fresh, fresh if read is None else read, fresh if write is None else write, price.output_per_mtok
 
 
 class PriceBook:
