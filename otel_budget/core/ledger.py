@@ -88,14 +88,10 @@ def reserve_locked(accounts: Sequence[Account], amounts: Mapping[str, float]) ->
     for acc in accounts:
         limits, used, reserved = acc.limits, acc.used, acc.reserved
         for dim, amount in items:
-            if amount <= 0:
-                continue
-            limit = limits.get(dim)
-            if limit is None:
-                continue
-            taken = used[dim] + reserved[dim]
-            if not taken + amount <= limit + _EPS:  # a NaN taken or limit refuses: it is never room
-                return Refusal(dim, limit, taken, amount, acc.name, account=acc)
+            # (a NaN amount, taken or limit refuses: it is never room)
+            if not amount <= 0 and (limit := limits.get(dim)) is not None \
+                    and not used[dim] + reserved[dim] + amount <= limit + _EPS:
+                return Refusal(dim, limit, used[dim] + reserved[dim], amount, acc.name, account=acc)
     for acc in accounts:
         reserved = acc.reserved
         for dim, amount in items:
@@ -139,13 +135,12 @@ def take(accounts: Sequence[Account], dim: str, want: int, lock: threading.Lock)
 
 def headroom(accounts: Sequence[Account], dim: str) -> float:
     """The smallest headroom on `dim` over `accounts` (as `min(acc.headroom(dim) ...)`, asked several times a call)."""
-    room: float | None = None
+    room = math.inf
     for acc in accounts:
         limit = acc.limits.get(dim)
-        here = math.inf if limit is None else limit - acc.used[dim] - acc.reserved[dim]
-        if room is None or here < room:
+        if limit is not None and (here := limit - acc.used[dim] - acc.reserved[dim]) < room:
             room = here
-    return math.inf if room is None else room
+    return room
 
 
 # --- shared budgets -------------------------------------------------------------------------------------
