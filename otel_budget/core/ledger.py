@@ -16,6 +16,8 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import add, sub
 from typing import Protocol, runtime_checkable
 
 #: Every dimension a ledger counts. `seconds` is not counted: it is the wall clock.
@@ -93,10 +95,13 @@ def reserve_locked(accounts: Sequence[Account], amounts: Mapping[str, float]) ->
                     and not used[dim] + reserved[dim] + amount <= limit + _EPS:
                 return Refusal(dim, limit, used[dim] + reserved[dim], amount, acc.name, account=acc)
     for acc in accounts:
-        reserved = acc.reserved
-        for dim, amount in items:
-            reserved[dim] += amount
+        _add_into(acc.reserved, amounts)
     return None
+
+
+def _add_into(counters: dict[str, float], amounts: Mapping[str, float]) -> None:
+    """`counters[dim] += amount` for each dimension of `amounts` (the loop runs in C: twice or more per call)."""
+    counters.update(zip(amounts, map(add, map(counters.__getitem__, amounts), amounts.values()), strict=True))
 
 
 def settle(
@@ -113,12 +118,11 @@ def settle(
 def settle_locked(accounts: Sequence[Account], reserved: Mapping[str, float], actual: Mapping[str, float]) -> None:
     """`settle` for a caller that holds the accounts' lock."""
     for acc in accounts:
-        res, used = acc.reserved, acc.used
-        for dim, amount in reserved.items():
-            left = res[dim] - amount
-            res[dim] = left if left > 0.0 else 0.0  # never below zero (a NaN gives 0.0, as max(0.0, nan))
-        for dim, amount in actual.items():
-            used[dim] += amount
+        res = acc.reserved
+        # res[dim] = max(0.0, res[dim] - amount): never below zero (a NaN gives 0.0), the loop run in C
+        res.update(zip(reserved, map(max, repeat(0.0), map(sub, map(res.__getitem__, reserved), reserved.values())),
+                       strict=True))
+        _add_into(acc.used, actual)
 
 
 def take(accounts: Sequence[Account], dim: str, want: int, lock: threading.Lock) -> int:
