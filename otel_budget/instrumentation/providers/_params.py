@@ -8,34 +8,35 @@ from typing import Any
 from ...telemetry import semconv as sc
 
 #: OpenAI-shaped request keys (chat completions, Responses, LiteLLM, Anthropic) -> attributes.
-OPENAI_KEYS = (
-    ("temperature", sc.GEN_AI_REQUEST_TEMPERATURE),
-    ("top_p", sc.GEN_AI_REQUEST_TOP_P),
-    ("top_k", sc.GEN_AI_REQUEST_TOP_K),
-    ("seed", sc.GEN_AI_REQUEST_SEED),
-    ("frequency_penalty", sc.GEN_AI_REQUEST_FREQUENCY_PENALTY),
-    ("presence_penalty", sc.GEN_AI_REQUEST_PRESENCE_PENALTY),
-)
+OPENAI_KEYS = {
+    "temperature": sc.GEN_AI_REQUEST_TEMPERATURE,
+    "top_p": sc.GEN_AI_REQUEST_TOP_P,
+    "top_k": sc.GEN_AI_REQUEST_TOP_K,
+    "seed": sc.GEN_AI_REQUEST_SEED,
+    "frequency_penalty": sc.GEN_AI_REQUEST_FREQUENCY_PENALTY,
+    "presence_penalty": sc.GEN_AI_REQUEST_PRESENCE_PENALTY,
+}
 #: Gemini `generationConfig` keys -> attributes.
-GEMINI_KEYS = (
-    ("temperature", sc.GEN_AI_REQUEST_TEMPERATURE),
-    ("topP", sc.GEN_AI_REQUEST_TOP_P),
-    ("topK", sc.GEN_AI_REQUEST_TOP_K),
-    ("seed", sc.GEN_AI_REQUEST_SEED),
-    ("frequencyPenalty", sc.GEN_AI_REQUEST_FREQUENCY_PENALTY),
-    ("presencePenalty", sc.GEN_AI_REQUEST_PRESENCE_PENALTY),
-)
+GEMINI_KEYS = {
+    "temperature": sc.GEN_AI_REQUEST_TEMPERATURE,
+    "topP": sc.GEN_AI_REQUEST_TOP_P,
+    "topK": sc.GEN_AI_REQUEST_TOP_K,
+    "seed": sc.GEN_AI_REQUEST_SEED,
+    "frequencyPenalty": sc.GEN_AI_REQUEST_FREQUENCY_PENALTY,
+    "presencePenalty": sc.GEN_AI_REQUEST_PRESENCE_PENALTY,
+}
 _JSON_FORMATS = frozenset({"json_object", "json_schema", "json"})
 
 
-def read(body: Mapping[str, Any], keys: tuple[tuple[str, str], ...], stop: str = "stop",
+def read(body: Mapping[str, Any], keys: Mapping[str, str], stop: str = "stop",
          choices: Any = None, output_format: Any = None) -> dict[str, Any] | None:
     """The attributes of the parameters a request sets (None when it sets none)."""
     out: dict[str, Any] = {}
-    for key, attr in keys:
-        value = body.get(key)
-        if value is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
-            out[attr] = value
+    if not keys.keys().isdisjoint(body.keys()):  # (most requests set none of them: one check in C)
+        for key, attr in keys.items():
+            value = body.get(key)
+            if value is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
+                out[attr] = value
     sequences = body.get(stop)
     if sequences is None:
         pass

@@ -321,10 +321,7 @@ def lower_timeout(options: Any, seconds: float | None) -> None:
         except AttributeError:  # not given and no client timeout known, or a type we cannot read
             options.timeout = seconds
             return
-        for p in phases:
-            if p is None or p > seconds:
-                break
-        else:
+        if None not in phases and max(phases) <= seconds:
             return  # every phase is within the time left already
         try:
             options.timeout = type(current)(**{
