@@ -147,6 +147,17 @@ def headroom(accounts: Sequence[Account], dim: str) -> float:
     return room
 
 
+def headrooms(accounts: Sequence[Account], dims: tuple[str, ...]) -> list[float]:
+    """`[headroom(accounts, dim) for dim in dims]`, with the loops over the dimensions in C (asked on every
+    admission)."""
+    rooms: list[float] | None = None
+    for acc in accounts:
+        here = map(sub, map(sub, map(acc.limits.get, dims, repeat(math.inf)), map(acc.used.__getitem__, dims)),
+                   map(acc.reserved.__getitem__, dims))
+        rooms = list(here) if rooms is None else list(map(min, rooms, here))
+    return [math.inf] * len(dims) if rooms is None else rooms
+
+
 # --- shared budgets -------------------------------------------------------------------------------------
 
 
