@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
-from operator import add, sub
+from operator import add, le, sub
 from typing import Protocol, runtime_checkable
 
 #: Every dimension a ledger counts. `seconds` is not counted: it is the wall clock.
@@ -86,16 +86,37 @@ def reserve(accounts: Sequence[Account], amounts: Mapping[str, float], lock: thr
 
 def reserve_locked(accounts: Sequence[Account], amounts: Mapping[str, float]) -> Refusal | None:
     """`reserve` for a caller that holds the accounts' lock."""
-    items = amounts.items()
     for acc in accounts:
-        limits, used, reserved = acc.limits, acc.used, acc.reserved
-        for dim, amount in items:
-            # (a NaN amount, taken or limit refuses: it is never room)
-            if not amount <= 0 and (limit := limits.get(dim)) is not None \
-                    and not used[dim] + reserved[dim] + amount <= limit + _EPS:
-                return Refusal(dim, limit, used[dim] + reserved[dim], amount, acc.name, account=acc)
+        if not _within(acc, amounts):
+            refusal = _refusal(acc, amounts)
+            if refusal is not None:
+                return refusal
     for acc in accounts:
         _add_into(acc.reserved, amounts)
+    return None
+
+
+def _within(acc: Account, amounts: Mapping[str, float]) -> bool:
+    """Whether used + reserved + amount <= limit + slack on every dimension of `amounts` (an unlimited one
+    against infinity), the loops in C. Never True where `_refusal` refuses (it is the same sum and comparison);
+    False in a few cases `_refusal` lets through (a zero amount on a dimension already over its limit)."""
+    used, reserved = acc.used, acc.reserved
+    taken = map(add, map(add, map(used.__getitem__, amounts), map(reserved.__getitem__, amounts)), amounts.values())
+    return all(map(le, taken, map(add, map(acc.limits.get, amounts, repeat(math.inf)), repeat(_EPS))))
+
+
+def _refusal(acc: Account, amounts: Mapping[str, float]) -> Refusal | None:
+    """The first dimension of `amounts` that does not fit in `acc`, dimension by dimension."""
+    limits, used, reserved = acc.limits, acc.used, acc.reserved
+    for dim, amount in amounts.items():
+        if amount <= 0:
+            continue
+        limit = limits.get(dim)
+        if limit is None:
+            continue
+        taken = used[dim] + reserved[dim]
+        if not taken + amount <= limit + _EPS:  # a NaN taken or limit refuses: it is never room
+            return Refusal(dim, limit, taken, amount, acc.name, account=acc)
     return None
 
 
