@@ -150,27 +150,30 @@ class SyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
         guard.reader = acc
         reading = [False]
         deadline = guard.deadline
-        #: Everything the proxy reads, in one attribute (each attribute of a proxy is set apart): what every
-        #: `__next__` reads first (the stream's own `__next__`, the reader's `feed`, the reading flag, the deadline
-        #: or None), then the guard, the reader and the watch that settles the call when the proxy is dropped.
-        self._self_hot = (_next_of(wrapped, "__next__"), acc.feed, reading, None if deadline == math.inf else deadline,
-                          guard, acc, final)
+        #: What every `__next__` reads, in one attribute (each attribute of a proxy is set apart): the stream's own
+        #: `__next__`, the reader's `feed`, the reading flag, the deadline or None.
+        self._self_hot = (_next_of(wrapped, "__next__"), acc.feed, reading, None if deadline == math.inf else deadline)
+        #: What the stream's end reads: the guard, the reader and the watch that settles the call when the proxy is
+        #: dropped.
+        self._self_end = (guard, acc, final)
         _settle_on_close(wrapped, final, reading)
 
     def __iter__(self) -> SyncStream:
         return self
 
     def __next__(self) -> Any:
-        nxt, feed, reading, deadline, guard, acc, final = self._self_hot
+        nxt, feed, reading, deadline = self._self_hot
         while True:
             reading[0] = True  # the SDK may close the response while it reads: this path settles then
             try:
                 item = nxt()
             except StopIteration:
+                guard, acc, final = self._self_end
                 final.detach()
                 _finish(guard, acc)
                 raise
             except BaseException as exc:
+                guard, acc, final = self._self_end
                 final.detach()
                 replaced = _finish(guard, acc, exc)
                 if replaced is None or replaced is exc:
@@ -189,7 +192,7 @@ class SyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
                 return item
 
     def _self_expire(self) -> BudgetExceeded:
-        *_, guard, acc, final = self._self_hot
+        guard, acc, final = self._self_end
         final.detach()
         stop = _expired(guard, acc)
         try:
@@ -200,7 +203,7 @@ class SyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
 
     def _self_settle(self) -> None:
         """Settle with what was seen, unless settled already (the caller is done with the stream)."""
-        self._self_hot[-1]()
+        self._self_end[2]()
 
     def close(self) -> None:
         try:
@@ -225,15 +228,15 @@ class AsyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
         reading = [False]
         deadline = guard.deadline
         #: As SyncStream's, with the stream's own `__anext__`.
-        self._self_hot = (_next_of(wrapped, "__anext__"), acc.feed, reading, None if deadline == math.inf else deadline,
-                          guard, acc, final)
+        self._self_hot = (_next_of(wrapped, "__anext__"), acc.feed, reading, None if deadline == math.inf else deadline)
+        self._self_end = (guard, acc, final)
         _settle_on_close(wrapped, final, reading, is_async=True)
 
     def __aiter__(self) -> AsyncStream:
         return self
 
     async def __anext__(self) -> Any:
-        nxt, feed, reading, deadline, guard, acc, final = self._self_hot
+        nxt, feed, reading, deadline = self._self_hot
         while True:
             silent = False
             reading[0] = True  # the SDK may close the response while it reads: this path settles then
@@ -245,10 +248,12 @@ class AsyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
                         item = await nxt()
                     silent = scope.cancelled_caught  # no event came before the deadline
             except StopAsyncIteration:
+                guard, acc, final = self._self_end
                 final.detach()
                 _finish(guard, acc)
                 raise
             except BaseException as exc:
+                guard, acc, final = self._self_end
                 final.detach()
                 replaced = _finish(guard, acc, exc)
                 if replaced is None or replaced is exc:
@@ -269,7 +274,7 @@ class AsyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
                 return item
 
     async def _self_expire(self) -> BudgetExceeded:
-        *_, guard, acc, final = self._self_hot
+        guard, acc, final = self._self_end
         final.detach()
         stop = _expired(guard, acc)
         try:
@@ -280,7 +285,7 @@ class AsyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
 
     def _self_settle(self) -> None:
         """Settle with what was seen, unless settled already (the caller is done with the stream)."""
-        self._self_hot[-1]()
+        self._self_end[2]()
 
     async def close(self) -> None:
         try:
