@@ -74,7 +74,7 @@ def test_reserve_refuses_exactly_where_the_per_dimension_rule_does() -> None:
         if expected is None:
             fitted += 1
             assert refusal is None, (case, refusal)
-            for used, reserved in before:
+            for _used, reserved in before:
                 for dim, amount in amounts.items():
                     reserved[dim] += amount
             _assert_counters(accounts, before)
