@@ -22,8 +22,6 @@ from .settlement import NodeSettlement
 AUTO_MAX_TOKENS_CEILING = 16384
 #: Reserved as the output of a call with no output limit when the budget leaves more than the ceiling.
 _UNBOUNDED_OUTPUT_RESERVE = 4096
-#: The headrooms an admission reads: whether a tool call remains, and what bounds the output.
-_ROOM_DIMS = ("tool_calls", "output_tokens", "total_tokens", "usd")
 #: Dimensions counted per call that need no input estimate.
 _COUNT_DIMS = frozenset({"steps", "tool_calls"})
 
@@ -108,8 +106,7 @@ class NodeAdmission(NodeSettlement):
         what = f"the call to {model}"
         self._check_gates(what)
         limited = self._limited()
-        rooms = lg.headrooms(self.accounts, _ROOM_DIMS)  # (read without the lock: the reservation checks again)
-        tools_left = rooms[0]
+        tools_left = lg.headroom(self.accounts, "tool_calls") if "tool_calls" in limited else math.inf
         if tools_left < 0:
             raise self.stop(
                 StopReason.TOOL_CALLS, "max_tool_calls", f"{what} was not sent: the model requested more tool "
@@ -151,12 +148,13 @@ class NodeAdmission(NodeSettlement):
         n = max(1, choices)
         if out is None:
             # The dimension that leaves the least room for output bounds it (the first of these on a tie).
-            adm.bound_by, room = "output_tokens", rooms[1]
-            total_room = rooms[2] - est_in
+            accounts = self.accounts
+            adm.bound_by, room = "output_tokens", lg.headroom(accounts, "output_tokens")
+            total_room = lg.headroom(accounts, "total_tokens") - est_in
             if total_room < room:
                 adm.bound_by, room = "total_tokens", total_room
             if per_token > 0:
-                usd_room = (rooms[3] - input_cost) / per_token
+                usd_room = (lg.headroom(accounts, "usd") - input_cost) / per_token
                 if usd_room < room:
                     adm.bound_by, room = "usd", usd_room
             room = room / n  # each of the n answers may write up to the limit

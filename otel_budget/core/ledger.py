@@ -16,8 +16,6 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
-from operator import add, le, sub
 from typing import Protocol, runtime_checkable
 
 #: Every dimension a ledger counts. `seconds` is not counted: it is the wall clock.
@@ -86,43 +84,19 @@ def reserve(accounts: Sequence[Account], amounts: Mapping[str, float], lock: thr
 
 def reserve_locked(accounts: Sequence[Account], amounts: Mapping[str, float]) -> Refusal | None:
     """`reserve` for a caller that holds the accounts' lock."""
+    items = amounts.items()
     for acc in accounts:
-        if not _within(acc, amounts):
-            refusal = _refusal(acc, amounts)
-            if refusal is not None:
-                return refusal
+        limits, used, reserved = acc.limits, acc.used, acc.reserved
+        for dim, amount in items:
+            # (a NaN amount, taken or limit refuses: it is never room)
+            if not amount <= 0 and (limit := limits.get(dim)) is not None \
+                    and not used[dim] + reserved[dim] + amount <= limit + _EPS:
+                return Refusal(dim, limit, used[dim] + reserved[dim], amount, acc.name, account=acc)
     for acc in accounts:
-        _add_into(acc.reserved, amounts)
+        reserved = acc.reserved
+        for dim, amount in items:
+            reserved[dim] += amount
     return None
-
-
-def _within(acc: Account, amounts: Mapping[str, float]) -> bool:
-    """Whether used + reserved + amount <= limit + slack on every dimension of `amounts` (an unlimited one
-    against infinity), the loops in C. Never True where `_refusal` refuses (it is the same sum and comparison);
-    False in a few cases `_refusal` lets through (a zero amount on a dimension already over its limit)."""
-    used, reserved = acc.used, acc.reserved
-    taken = map(add, map(add, map(used.__getitem__, amounts), map(reserved.__getitem__, amounts)), amounts.values())
-    return all(map(le, taken, map(add, map(acc.limits.get, amounts, repeat(math.inf)), repeat(_EPS))))
-
-
-def _refusal(acc: Account, amounts: Mapping[str, float]) -> Refusal | None:
-    """The first dimension of `amounts` that does not fit in `acc`, dimension by dimension."""
-    limits, used, reserved = acc.limits, acc.used, acc.reserved
-    for dim, amount in amounts.items():
-        if amount <= 0:
-            continue
-        limit = limits.get(dim)
-        if limit is None:
-            continue
-        taken = used[dim] + reserved[dim]
-        if not taken + amount <= limit + _EPS:  # a NaN taken or limit refuses: it is never room
-            return Refusal(dim, limit, taken, amount, acc.name, account=acc)
-    return None
-
-
-def _add_into(counters: dict[str, float], amounts: Mapping[str, float]) -> None:
-    """`counters[dim] += amount` for each dimension of `amounts` (the loop runs in C: twice or more per call)."""
-    counters.update(zip(amounts, map(add, map(counters.__getitem__, amounts), amounts.values()), strict=True))
 
 
 def settle(
@@ -139,11 +113,12 @@ def settle(
 def settle_locked(accounts: Sequence[Account], reserved: Mapping[str, float], actual: Mapping[str, float]) -> None:
     """`settle` for a caller that holds the accounts' lock."""
     for acc in accounts:
-        res = acc.reserved
-        # res[dim] = max(0.0, res[dim] - amount): never below zero (a NaN gives 0.0), the loop run in C
-        res.update(zip(reserved, map(max, repeat(0.0), map(sub, map(res.__getitem__, reserved), reserved.values())),
-                       strict=True))
-        _add_into(acc.used, actual)
+        res, used = acc.reserved, acc.used
+        for dim, amount in reserved.items():
+            left = res[dim] - amount
+            res[dim] = left if left > 0.0 else 0.0  # never below zero (a NaN gives 0.0, as max(0.0, nan))
+        for dim, amount in actual.items():
+            used[dim] += amount
 
 
 def take(accounts: Sequence[Account], dim: str, want: int, lock: threading.Lock) -> int:
@@ -166,17 +141,6 @@ def headroom(accounts: Sequence[Account], dim: str) -> float:
         if limit is not None and (here := limit - acc.used[dim] - acc.reserved[dim]) < room:
             room = here
     return room
-
-
-def headrooms(accounts: Sequence[Account], dims: tuple[str, ...]) -> list[float]:
-    """`[headroom(accounts, dim) for dim in dims]`, with the loops over the dimensions in C (asked on every
-    admission)."""
-    rooms: list[float] | None = None
-    for acc in accounts:
-        here = map(sub, map(sub, map(acc.limits.get, dims, repeat(math.inf)), map(acc.used.__getitem__, dims)),
-                   map(acc.reserved.__getitem__, dims))
-        rooms = list(here) if rooms is None else list(map(min, rooms, here))
-    return [math.inf] * len(dims) if rooms is None else rooms
 
 
 # --- shared budgets -------------------------------------------------------------------------------------

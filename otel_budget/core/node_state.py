@@ -13,7 +13,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from operator import truediv
 from typing import TYPE_CHECKING, Any
 
 from ..model.budget import LIMITS, Budget, StopReason
@@ -68,11 +67,8 @@ class NodeState:
         self.root: Self = parent.root if parent is not None else self
         self.depth: int = parent.depth + 1 if parent is not None else 1
         self.account = lg.Account(budget.limits(), name=name)
-        #: The dimensions with a positive limit in the run's own account, and those limits (fixed for its life), read
-        #: by `near_reached`.
-        near_limits = [(dim, limit) for dim, limit in self.account.limits.items() if limit > 0]
-        self._near_dims = tuple(dim for dim, _ in near_limits)
-        self._near_caps = tuple(limit for _, limit in near_limits)
+        #: The positive limits of the run's own account (fixed for its life), read by `near_reached`.
+        self._near_limits = tuple((dim, limit) for dim, limit in self.account.limits.items() if limit > 0)
         self.chain: tuple[Self, ...] = (self, *(parent.chain if parent is not None else ()))
         self.accounts = tuple(n.account for n in self.chain)
         self.path = frozenset(n.id for n in self.chain)
@@ -164,10 +160,10 @@ class NodeState:
     def near_reached(self) -> bool:
         """`utilization_max() >= budget.near`, without building the utilization (asked after every settlement)."""
         near = self.budget.near
-        # Whether near <= used / limit on any dimension (the loops run in C: this is asked after every settlement).
-        if any(map(float(near).__le__, map(truediv, map(self.account.used.__getitem__, self._near_dims),
-                                           self._near_caps))):
-            return True
+        used = self.account.used
+        for dim, limit in self._near_limits:
+            if used[dim] / limit >= near:
+                return True
         seconds = self.budget.max_seconds
         return seconds is not None and self.elapsed() / seconds >= near
 
