@@ -1,0 +1,98 @@
+"""What the enforcement costs in a real call: the same SDK call outside a run and inside runs with more limits.
+
+One process, one instrumentation (a no-op tracer by default, so that only the enforcement differs between the
+configurations; `--sdk` records spans to memory instead). Each repetition times a batch of calls in every
+configuration in turn: outside any run, in a run with no limit at all (no repeat or stall check either), in a run
+with only max_steps, and in a run with every limit (as `overhead.py` runs it). Prints the median batch and the
+median of the paired differences to "outside a run".
+
+Why it exists: the wrapper alone in a tight loop (`hot_path.py --kinds wrapper`) keeps the caches warm, and there a
+budgeted run adds about 14 us to a call (no-op tracer); inside a real SDK call, whose own work evicts ours from the
+caches, the same work added 43 us (December 5 2026). A cut should show here too.
+
+Run: `.venv/bin/python bench/enforcement.py [--kind plain|stream|usage] [--reps 40] [--calls 60] [--sdk]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+from hot_path import budget  # noqa: E402
+from workload import CALLS, make_client  # noqa: E402
+
+
+def configurations(otel_budget: Any) -> dict[str, Any]:
+    """Configuration name -> the budget of its run (None: outside any run)."""
+    limits = otel_budget.Budget
+    return {
+        "outside a run": None,
+        "run, no limit": limits(max_repeats=None, max_stalls=None),
+        "run, max_steps only (repeat and stall checks on)": limits(max_steps=10**7),
+        "run, every limit": budget(otel_budget),
+    }
+
+
+def batch(otel_budget: Any, fn: Any, client: Any, run_budget: Any, n: int) -> float:
+    """us of process CPU per call over n calls (after one call to start the run)."""
+    if run_budget is None:
+        started = time.process_time()
+        for _ in range(n):
+            fn(client)
+        return (time.process_time() - started) / n * 1e6
+    with otel_budget.run("bench-enforcement", budget=run_budget):
+        fn(client)
+        started = time.process_time()
+        for _ in range(n):
+            fn(client)
+        return (time.process_time() - started) / n * 1e6
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--kind", default="plain", choices=["plain", "stream", "usage"])
+    ap.add_argument("--reps", type=int, default=40)
+    ap.add_argument("--calls", type=int, default=60, help="calls per batch")
+    ap.add_argument("--sdk", action="store_true", help="spans to an in-memory exporter (default: a no-op tracer)")
+    args = ap.parse_args()
+
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import NoOpTracerProvider
+
+    import otel_budget
+
+    exporter = InMemorySpanExporter()
+    provider: Any = NoOpTracerProvider()
+    if args.sdk:
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+    otel_budget.instrument(tracer_provider=provider)
+    client, fn = make_client(), CALLS[args.kind]
+    configs = configurations(otel_budget)
+    for _ in range(50):
+        fn(client)
+    samples: dict[str, list[float]] = {name: [] for name in configs}
+    for _ in range(args.reps):
+        for name, run_budget in configs.items():
+            samples[name].append(batch(otel_budget, fn, client, run_budget, args.calls))
+            exporter.clear()
+    otel_budget.uninstrument()
+    base = samples["outside a run"]
+    print(f"{args.kind} calls, {args.reps} repetitions of {args.calls} calls, "
+          f"{'spans to memory' if args.sdk else 'no-op tracer'}; us of process CPU per call")
+    print("| configuration | median | paired difference to outside a run |")
+    print("|---|---:|---:|")
+    for name, values in samples.items():
+        paired = statistics.median(v - b for v, b in zip(values, base, strict=True))
+        print(f"| {name} | {statistics.median(values):.1f} | {paired:+.1f} |")
+
+
+if __name__ == "__main__":
+    main()
