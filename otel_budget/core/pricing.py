@@ -46,14 +46,8 @@ class ModelPricing:
         return _rates(price)
 
     def cost(self, input_tokens: int, output_tokens: int, cache_read: int = 0, cache_write: int = 0) -> float:
-        if self.tiers:
-            price = self.base
-            for start, tier in self.tiers:
-                if input_tokens > start:
-                    price = tier
-            return price.cost(input_tokens, output_tokens, cache_read, cache_write)
-        # Price.cost on the base price, term for term (the same float result).
-        fresh_rate, read, write, out = self.rates
+        # Price.cost on the tier's price, term for term (the same float result).
+        fresh_rate, read, write, out = self.rates if not self.tiers else self.rates_at(input_tokens)
         fresh = input_tokens - cache_read - cache_write
         if fresh < 0:
             fresh = 0

@@ -26,10 +26,6 @@ _DISTINCT = 256
 ACK_CHARS = 64
 
 
-#: Roles whose turn, when its content is plain text, carries no tool result.
-_TEXT_ROLES = frozenset({"user", "assistant", "system", "developer"})
-
-
 def newest_results(body: Any, key: str) -> list[tuple[str | None, str | None, Any]]:
     """The tool results a request carries after its last assistant turn, as (tool name, call id, result).
 
@@ -40,10 +36,6 @@ def newest_results(body: Any, key: str) -> list[tuple[str | None, str | None, An
     items = body.get(key) if isinstance(body, dict) else None
     if not isinstance(items, list) or not items:
         return []
-    last = items[-1]
-    if (type(last) is dict and last.get("role") in _TEXT_ROLES and type(last.get("content")) is str
-            and "parts" not in last and last.get("type") != "function_call_output"):
-        return []  # a text turn last (the user's question, say): no tool results, as the loop below would say
     out: list[tuple[str | None, str | None, Any]] = []
     for item in reversed(items):
         if not isinstance(item, dict):
