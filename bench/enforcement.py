@@ -27,15 +27,26 @@ from hot_path import budget  # noqa: E402
 from workload import CALLS, make_client  # noqa: E402
 
 
-def configurations(otel_budget: Any) -> dict[str, Any]:
-    """Configuration name -> the budget of its run (None: outside any run)."""
+def configurations(otel_budget: Any, each: bool = False) -> dict[str, Any]:
+    """Configuration name -> the budget of its run (None: outside any run); `each` adds a run per limit alone."""
     limits = otel_budget.Budget
-    return {
+    configs = {
         "outside a run": None,
         "run, no limit": limits(max_repeats=None, max_stalls=None),
         "run, max_steps only (repeat and stall checks on)": limits(max_steps=10**7),
-        "run, every limit": budget(otel_budget),
     }
+    if each:
+        off = {"max_repeats": None, "max_stalls": None}
+        configs.update({
+            "run, repeat and stall checks only": limits(),
+            "run, max_steps only (no repeat or stall check)": limits(max_steps=10**7, **off),
+            "run, max_tool_calls only": limits(max_tool_calls=10**7, **off),
+            "run, max_seconds only": limits(max_seconds=10**6, **off),
+            "run, max_total_tokens only": limits(max_total_tokens=10**12, **off),
+            "run, max_usd only": limits(max_usd=10**6, **off),
+        })
+    configs["run, every limit"] = budget(otel_budget)
+    return configs
 
 
 def batch(otel_budget: Any, fn: Any, client: Any, run_budget: Any, n: int) -> float:
@@ -59,6 +70,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=40)
     ap.add_argument("--calls", type=int, default=60, help="calls per batch")
     ap.add_argument("--sdk", action="store_true", help="spans to an in-memory exporter (default: a no-op tracer)")
+    ap.add_argument("--each", action="store_true", help="also a run per limit alone")
     args = ap.parse_args()
 
     from opentelemetry.sdk.trace import TracerProvider
@@ -75,7 +87,7 @@ def main() -> None:
         provider.add_span_processor(SimpleSpanProcessor(exporter))
     otel_budget.instrument(tracer_provider=provider)
     client, fn = make_client(), CALLS[args.kind]
-    configs = configurations(otel_budget)
+    configs = configurations(otel_budget, args.each)
     for _ in range(50):
         fn(client)
     samples: dict[str, list[float]] = {name: [] for name in configs}

@@ -28,7 +28,6 @@ import gc
 import importlib
 import os
 import random
-import re
 import shutil
 import statistics
 import subprocess
@@ -225,15 +224,33 @@ def _frozen_work_tree() -> dict[str, str]:
             "PYTHONPATH": os.pathsep.join(filter(None, [str(where), os.environ.get("PYTHONPATH")]))}
 
 
-def _instructions(pkg_name: str, kind: str, n: int, ref: str, env: dict[str, str]) -> int:
-    out = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__,
-         "--one", pkg_name, kind, str(n), "--ref", ref], capture_output=True, text=True, check=True, env=env,
-    )
-    found = re.search(r"Collected : (\d+)", out.stderr)
-    if found is None:
-        raise SystemExit(f"callgrind gave no count:\n{out.stderr[-2000:]}")
-    return int(found.group(1))
+def _instructions(pkg_name: str, kind: str, n: int, ref: str, env: dict[str, str], misses: bool) -> dict[str, int]:
+    """Events of one counted process: {"Ir": instructions}, with `misses` also {"I1mr", "D1mr"}: first-level cache
+    misses of cachegrind's simulated caches (instruction and data reads)."""
+    tool = ["valgrind", "--tool=cachegrind", "--cache-sim=yes"] if misses else ["valgrind", "--tool=callgrind"]
+    with tempfile.TemporaryDirectory() as where:
+        out_file = Path(where) / "out"
+        done = subprocess.run(
+            [*tool, f"--{tool[1][7:]}-out-file={out_file}", sys.executable, __file__,
+             "--one", pkg_name, kind, str(n), "--ref", ref], capture_output=True, text=True, env=env, check=False,
+        )
+        if done.returncode != 0 or not out_file.exists():
+            raise SystemExit(f"valgrind failed:\n{done.stderr[-2000:]}")
+        events: list[str] = []
+        for line in out_file.read_text().splitlines():
+            if line.startswith("events:"):
+                events = line.split()[1:]
+            elif line.startswith(("summary:", "totals:")):
+                got = dict(zip(events, map(int, line.split()[1:]), strict=False))
+                return {k: got[k] for k in ("Ir", "I1mr", "D1mr") if k in got}
+    raise SystemExit("valgrind wrote no totals")
+
+
+#: What one first-level cache miss costs, in instructions, in `--misses`' weighted figure: the enforcement with every
+#: limit measured 25 us per call in a warm loop and 43 us inside real SDK calls (bench/enforcement.py, December 5
+#: 2026) for +145k instructions and +5.0k misses per call: 18 us for 5.0k misses is about 9 cycles each at 2.6 GHz,
+#: and the interpreter retires about 2 instructions a cycle here.
+MISS_WEIGHT = 20
 
 
 def icount(args: argparse.Namespace) -> None:
@@ -251,21 +268,32 @@ def icount(args: argparse.Namespace) -> None:
                         ignore=shutil.ignore_patterns("__pycache__"))
         args.ref = str(archive)
     names = ([BARE] if args.bare else []) + ([PEER] if args.peer else []) + [REF, WORK]
-    print(f"instructions per call (callgrind, {n} and {2 * n} calls after 10 warm-up calls, every limit on)")
-    print("| kind | configuration | instructions/call | overhead over bare |")
-    print("|---|---|---:|---:|")
+    tool = "cachegrind, simulated caches" if args.misses else "callgrind"
+    print(f"instructions per call ({tool}, {n} and {2 * n} calls after 10 warm-up calls, every limit on)")
+    if args.misses:
+        print(f"weighted: instructions + {MISS_WEIGHT} x first-level cache misses (instruction and data reads)")
+        print("| kind | configuration | instructions/call | L1 misses/call | weighted | weighted overhead over bare |")
+        print("|---|---|---:|---:|---:|---:|")
+    else:
+        print("| kind | configuration | instructions/call | overhead over bare |")
+        print("|---|---|---:|---:|")
     jobs = [(name, kind, calls) for kind in args.kinds for name in names for calls in (n, 2 * n)
             if not (name in (BARE, PEER) and kind == "wrapper")]
     with ThreadPoolExecutor(os.cpu_count() or 1) as pool:  # each job is a process: one per core
-        counts = dict(zip(jobs, pool.map(lambda job: _instructions(job[0], job[1], job[2], args.ref, env), jobs),
-                          strict=True))
+        events = dict(zip(jobs, pool.map(
+            lambda job: _instructions(job[0], job[1], job[2], args.ref, env, args.misses), jobs), strict=True))
     for kind in args.kinds:
-        got = {name: (counts[(name, kind, 2 * n)] - counts[(name, kind, n)]) / n
-               for name in names if (name, kind, n) in counts}
+        per = {name: {k: (events[(name, kind, 2 * n)][k] - events[(name, kind, n)][k]) / n
+                      for k in events[(name, kind, n)]} for name in names if (name, kind, n) in events}
+        missed = {name: e.get("I1mr", 0) + e.get("D1mr", 0) for name, e in per.items()}
+        got = {name: e["Ir"] + (MISS_WEIGHT * missed[name] if args.misses else 0) for name, e in per.items()}
         for name, count in got.items():
             over = f"{count - got[BARE]:+,.0f}" if BARE in got and name != BARE else ""
             label = f"{REF} {given}" if name == REF else name
-            print(f"| {kind} | {label} | {count:,.0f} | {over} |")
+            if args.misses:
+                print(f"| {kind} | {label} | {per[name]['Ir']:,.0f} | {missed[name]:,.0f} | {count:,.0f} | {over} |")
+            else:
+                print(f"| {kind} | {label} | {count:,.0f} | {over} |")
         print(f"{kind}: work tree / ref {got[WORK] / got[REF]:.3f} ({(got[WORK] / got[REF] - 1) * 100:+.1f}%)")
         if BARE in got:
             over = {name: got[name] - got[BARE] for name in got if name != BARE}
@@ -341,6 +369,8 @@ def main() -> None:
     ap.add_argument("--meter", action="store_true", help="an SDK MeterProvider with an in-memory reader")
     ap.add_argument("--bare", action="store_true", help="the bare SDK before and after each repetition")
     ap.add_argument("--icount", action="store_true", help="count instructions (valgrind) instead of timing")
+    ap.add_argument("--misses", action="store_true",
+                    help="--icount with cachegrind's simulated caches: instructions and first-level misses, weighted")
     ap.add_argument("--icount-calls", type=int, default=100, help="N of --icount and --bytecodes")
     ap.add_argument("--bytecodes", action="store_true", help="count bytecodes executed (sys.settrace) per call")
     ap.add_argument("--top", type=int, default=0, help="--bytecodes with --bare: the work tree's top functions")
