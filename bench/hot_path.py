@@ -225,14 +225,15 @@ def _frozen_work_tree() -> dict[str, str]:
 
 
 def _instructions(pkg_name: str, kind: str, n: int, ref: str, env: dict[str, str], misses: bool) -> dict[str, int]:
-    """Events of one counted process: {"Ir": instructions}, with `misses` also {"I1mr", "D1mr"}: first-level cache
-    misses of cachegrind's simulated caches (instruction and data reads)."""
-    tool = ["valgrind", "--tool=cachegrind", "--cache-sim=yes"] if misses else ["valgrind", "--tool=callgrind"]
+    """Events of one counted process: {"Ir": instructions} (callgrind), with `misses` also {"I1mr", "D1mr"}: the
+    first-level cache misses of cachegrind's simulated caches (instruction and data reads)."""
+    tool = "cachegrind" if misses else "callgrind"
     with tempfile.TemporaryDirectory() as where:
         out_file = Path(where) / "out"
         done = subprocess.run(
-            [*tool, f"--{tool[1][7:]}-out-file={out_file}", sys.executable, __file__,
-             "--one", pkg_name, kind, str(n), "--ref", ref], capture_output=True, text=True, env=env, check=False,
+            ["valgrind", f"--tool={tool}", *(["--cache-sim=yes"] if misses else []), f"--{tool}-out-file={out_file}",
+             sys.executable, __file__, "--one", pkg_name, kind, str(n), "--ref", ref],
+            capture_output=True, text=True, env=env, check=False,
         )
         if done.returncode != 0 or not out_file.exists():
             raise SystemExit(f"valgrind failed:\n{done.stderr[-2000:]}")
@@ -244,13 +245,6 @@ def _instructions(pkg_name: str, kind: str, n: int, ref: str, env: dict[str, str
                 got = dict(zip(events, map(int, line.split()[1:]), strict=False))
                 return {k: got[k] for k in ("Ir", "I1mr", "D1mr") if k in got}
     raise SystemExit("valgrind wrote no totals")
-
-
-#: What one first-level cache miss costs, in instructions, in `--misses`' weighted figure: the enforcement with every
-#: limit measured 25 us per call in a warm loop and 43 us inside real SDK calls (bench/enforcement.py, December 5
-#: 2026) for +145k instructions and +5.0k misses per call: 18 us for 5.0k misses is about 9 cycles each at 2.6 GHz,
-#: and the interpreter retires about 2 instructions a cycle here.
-MISS_WEIGHT = 20
 
 
 def icount(args: argparse.Namespace) -> None:
@@ -271,8 +265,7 @@ def icount(args: argparse.Namespace) -> None:
     tool = "cachegrind, simulated caches" if args.misses else "callgrind"
     print(f"instructions per call ({tool}, {n} and {2 * n} calls after 10 warm-up calls, every limit on)")
     if args.misses:
-        print(f"weighted: instructions + {MISS_WEIGHT} x first-level cache misses (instruction and data reads)")
-        print("| kind | configuration | instructions/call | L1 misses/call | weighted | weighted overhead over bare |")
+        print("| kind | configuration | instructions/call | overhead over bare | L1 misses/call | misses over bare |")
         print("|---|---|---:|---:|---:|---:|")
     else:
         print("| kind | configuration | instructions/call | overhead over bare |")
@@ -285,13 +278,14 @@ def icount(args: argparse.Namespace) -> None:
     for kind in args.kinds:
         per = {name: {k: (events[(name, kind, 2 * n)][k] - events[(name, kind, n)][k]) / n
                       for k in events[(name, kind, n)]} for name in names if (name, kind, n) in events}
+        got = {name: e["Ir"] for name, e in per.items()}
         missed = {name: e.get("I1mr", 0) + e.get("D1mr", 0) for name, e in per.items()}
-        got = {name: e["Ir"] + (MISS_WEIGHT * missed[name] if args.misses else 0) for name, e in per.items()}
         for name, count in got.items():
             over = f"{count - got[BARE]:+,.0f}" if BARE in got and name != BARE else ""
             label = f"{REF} {given}" if name == REF else name
             if args.misses:
-                print(f"| {kind} | {label} | {per[name]['Ir']:,.0f} | {missed[name]:,.0f} | {count:,.0f} | {over} |")
+                more = f"{missed[name] - missed[BARE]:+,.0f}" if BARE in got and name != BARE else ""
+                print(f"| {kind} | {label} | {count:,.0f} | {over} | {missed[name]:,.0f} | {more} |")
             else:
                 print(f"| {kind} | {label} | {count:,.0f} | {over} |")
         print(f"{kind}: work tree / ref {got[WORK] / got[REF]:.3f} ({(got[WORK] / got[REF] - 1) * 100:+.1f}%)")
@@ -370,7 +364,7 @@ def main() -> None:
     ap.add_argument("--bare", action="store_true", help="the bare SDK before and after each repetition")
     ap.add_argument("--icount", action="store_true", help="count instructions (valgrind) instead of timing")
     ap.add_argument("--misses", action="store_true",
-                    help="--icount with cachegrind's simulated caches: instructions and first-level misses, weighted")
+                    help="--icount under cachegrind: first-level cache misses (simulated) beside the instructions")
     ap.add_argument("--icount-calls", type=int, default=100, help="N of --icount and --bytecodes")
     ap.add_argument("--bytecodes", action="store_true", help="count bytecodes executed (sys.settrace) per call")
     ap.add_argument("--top", type=int, default=0, help="--bytecodes with --bare: the work tree's top functions")
