@@ -96,3 +96,17 @@ def test_a_client_timeout_object_is_kept_phase_by_phase_async(llm: Any, sent: li
     asyncio.run(main())
     assert sent[0] == {"connect": 1.0, "read": 20.0, "write": 20.0, "pool": 20.0}
     assert sent[1]["connect"] == 1.0 and all(5 < sent[1][p] <= 10 for p in ("read", "write", "pool")), sent[1]
+
+
+@PROVIDERS
+def test_a_retry_that_outlasts_the_client_timeout_lowers_it_phase_by_phase(llm: Any, sent: list, provider: str):
+    """The first attempt fits the client's timeout and goes out with it; the SDK's retry, 1.5 s later, does not:
+    its longer phases are lowered to the time left then, and the client's shorter connect timeout is kept."""
+    sdk: Any = openai if provider == "openai" else anthropic
+    client = _client(provider, llm, sent, timeout=sdk.Timeout(20.0, connect=1.0)).with_options(max_retries=1)
+    llm.script(Turn(status=500, error_message="busy", retry_after=1.5), Turn(text="ok"))
+    with ob.run("retry", budget=ob.Budget(max_seconds=21)):
+        _create(client, provider)
+    assert len(llm.requests) == 2
+    assert sent[0] == {"connect": 1.0, "read": 20.0, "write": 20.0, "pool": 20.0}
+    assert sent[1]["connect"] == 1.0 and all(18 < sent[1][p] < 20 for p in ("read", "write", "pool")), sent[1]

@@ -34,7 +34,8 @@ class Adapter(Protocol):
         """The call an SDK request makes, or None when it is not a model call we meter."""
 
     def prepare(self, options: Any, call: calls.ModelCall, guard: calls.Guard | None) -> None:
-        """Apply what the enforcer asked for (output limit, timeout, usage in streams) to the request."""
+        """Apply what the enforcer asked for (output limit, usage in streams) to the request; the shared wrapper
+        lowers the timeout to the time the run has left (`lower_timeout`)."""
 
     def without_usage(self, options: Any, guard: calls.Guard) -> bool:
         """Put back a request the server rejected for the stream usage option we added; False: it cannot."""
@@ -150,9 +151,9 @@ def _start(adapter: Adapter, instance: Any, args: tuple[Any, ...], kwargs: dict[
         mark_refused(call.operation, call.model, exc.reason.value, exc.limit)
         raise
     try:
-        if guard is not None and guard.deadline != math.inf:
-            _client_timeout(options, instance)  # lowered to the time left by the adapter's prepare
         adapter.prepare(options, call, guard)
+        if guard is not None and guard.deadline != math.inf:
+            lower_timeout(options, guard.timeout, _client_timeout(instance))
     except Exception:  # noqa: BLE001
         log.warning("otel-budget: could not adjust a request", exc_info=True)
     return guard, call, options, stream, size
@@ -228,6 +229,15 @@ def _after(adapter: Adapter, guard: calls.Guard, call: calls.ModelCall, options:
     return result
 
 
+def _without_usage(adapter: Adapter, options: Any, guard: calls.Guard, instance: Any) -> bool:
+    """The request as the caller made it (see Adapter.without_usage), its timeout the time the run has left now."""
+    if not adapter.without_usage(options, guard):
+        return False
+    if guard.deadline != math.inf:
+        lower_timeout(options, guard.timeout, _client_timeout(instance))
+    return True
+
+
 def _is_stream(result: Any) -> bool:
     name = type(result).__name__
     return name in ("Stream", "AsyncStream")
@@ -248,7 +258,7 @@ def sync_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
             return wrapped(*args, **kwargs)
         send = wrapped
         if call.injected_usage:  # a server may reject the stream_options we added: sent once more without them
-            send = _stream_usage.resending(wrapped, guard, lambda: adapter.without_usage(options, guard))
+            send = _stream_usage.resending(wrapped, guard, lambda: _without_usage(adapter, options, guard, instance))
         if touches(wrapped):  # another instrumentor's wrapper inside ours, or gated above (see _peers)
             with sending(wrapped):
                 result = guard.send(send, *args, **kwargs)
@@ -271,7 +281,7 @@ def async_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
             return await wrapped(*args, **kwargs)
         send = wrapped
         if call.injected_usage:
-            send = _stream_usage.aresending(wrapped, guard, lambda: adapter.without_usage(options, guard))
+            send = _stream_usage.aresending(wrapped, guard, lambda: _without_usage(adapter, options, guard, instance))
         if touches(wrapped):
             with sending(wrapped):
                 result = await guard.asend(send, *args, **kwargs)
@@ -303,13 +313,17 @@ async def admit_async(start: Callable[[], T]) -> T:
 _PHASES = ("connect", "read", "write", "pool")
 
 
-def lower_timeout(options: Any, seconds: float | None) -> None:
+def lower_timeout(options: Any, seconds: float | None, client_timeout: Any = None) -> None:
     """Bound the request's timeout (the SDK's per-attempt timeout) by `seconds`, the time the run has left: each
-    phase becomes the smaller of its own and the time left, so a timeout is lowered, never raised. The request's
-    own timeout, or the client's (put on the request by `_start` when the request named none)."""
+    phase becomes the smaller of its own and the time left, so a timeout is lowered, never raised. A request that
+    names no timeout (NotGiven, a falsy sentinel) goes out with its client's, `client_timeout` (None: no timeout
+    at all, or not known): the request is written only when a phase must be lowered, so within the time left it
+    keeps the client's (the client's 5 s connect timeout, its 600 s read timeout) without a write per call."""
     if seconds is None:
         return
     current = options.timeout
+    if current is not None and not isinstance(current, (int, float)) and not current:  # NotGiven: the client's
+        current = client_timeout
     if current is None:  # no timeout at all
         options.timeout = seconds
     elif isinstance(current, (int, float)) and not isinstance(current, bool):
@@ -318,7 +332,7 @@ def lower_timeout(options: Any, seconds: float | None) -> None:
     else:
         try:  # httpx's Timeout: one bound per phase
             phases = (current.connect, current.read, current.write, current.pool)
-        except AttributeError:  # not given and no client timeout known, or a type we cannot read
+        except AttributeError:  # a type we cannot read
             options.timeout = seconds
             return
         if None not in phases and max(phases) <= seconds:
@@ -330,15 +344,9 @@ def lower_timeout(options: Any, seconds: float | None) -> None:
             options.timeout = seconds
 
 
-def _client_timeout(options: Any, instance: Any) -> None:
-    """A request that names no timeout uses its client's (the SDK reads `client.timeout` when the request's is
-    NotGiven, a falsy sentinel): put that on the request, so that lowering it to the time left keeps every phase
-    that is already shorter (the client's 5 s connect timeout, its 600 s read timeout) as it was."""
-    current = options.timeout
-    if current is not None and not isinstance(current, (int, float)) and not current:
-        timeout = getattr(instance, "timeout", None)
-        if timeout is not None:
-            options.timeout = timeout
+def _client_timeout(instance: Any) -> Any:
+    """The client's timeout, which the SDK uses for a request that names none (None: no timeout, or not known)."""
+    return getattr(instance, "timeout", None)
 
 
 def retry_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -354,7 +362,7 @@ def retry_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: di
     try:
         options = args[1] if len(args) > 1 else kwargs.get("options")
         if options is not None:
-            lower_timeout(options, timeout)
+            lower_timeout(options, timeout, _client_timeout(instance))
     except Exception:  # noqa: BLE001
         log.debug("otel-budget: could not lower a retry's timeout", exc_info=True)
     return delay

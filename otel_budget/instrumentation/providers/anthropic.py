@@ -169,7 +169,6 @@ class AnthropicAdapter:
             # No tool call remains (max_tool_calls). The API wants the tools defined while the messages carry
             # tool_use blocks, so the request keeps them and may use none.
             options.json_data = {**options.json_data, "tool_choice": {"type": "none"}}
-        _request.lower_timeout(options, guard.timeout)
 
     def read(self, result: Any, call: ModelCall) -> None:
         call.usage = usage_of(_get(result, "usage"))

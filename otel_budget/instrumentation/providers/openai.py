@@ -366,20 +366,17 @@ class OpenAIAdapter:
             options.json_data = {**body, **changed}
         if guard is not None and guard.no_tools and "tools" in body:  # as the wrap-up call: no tools to ask for
             options.json_data = {k: v for k, v in options.json_data.items() if k not in _TOOL_FIELDS}
-        if guard is not None:
-            _request.lower_timeout(options, guard.timeout)
         if callable(getattr(options, "post_parser", None)):  # `parse()`: its parser may reject the answer
             options.post_parser = self._read_if_rejected(options.post_parser, call)
 
     def without_usage(self, options: Any, guard: Guard) -> bool:
         """Put the request back as the caller made it (without the `stream_options` we added), for a server that
-        rejected them; its timeout is what the run has left now. False when the caller set them itself."""
+        rejected them. False when the caller set them itself."""
         body = options.json_data
         plain = _stream_usage.without_usage(body) if isinstance(body, dict) else None
         if plain is None:
             return False
         options.json_data = plain
-        _request.lower_timeout(options, guard.timeout)
         return True
 
     def _read_if_rejected(self, parser: Any, call: ModelCall) -> Any:
