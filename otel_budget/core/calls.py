@@ -197,7 +197,7 @@ class Guard:
     def _known_chars(self) -> int:
         """The request size if it was measured for the admission (never measured just for this)."""
         chars = self.input_chars
-        return chars.known if type(chars) is _Counted and chars.known is not None else 0
+        return chars.known if isinstance(chars, Measured) and chars.known is not None else 0
 
     def _estimated(self, usage: TokenUsage | None) -> TokenUsage | None:
         """Usage with what was not reported estimated: input from the admission, output from the text seen."""
@@ -306,7 +306,7 @@ def begin(call: ModelCall, input_chars: Callable[[], int],
     admission = None
     chars: Callable[[], int] = input_chars
     if node is not None:
-        counted = _Counted(input_chars)
+        counted = input_chars if isinstance(input_chars, Measured) else _Counted(input_chars)
         source = call.results or call.prompt
         if source is not None:  # the tool results this request carries: a stall stops it before it is sent
             node.read_results(*source)
@@ -334,19 +334,35 @@ def begin(call: ModelCall, input_chars: Callable[[], int],
     return Guard(call, node, admission, span, chars)
 
 
-class _Counted:
-    """The request size, measured at most once (for the admission, then the settlement's chars-per-token)."""
+class Measured:
+    """A request size, measured at most once (for the admission, then the settlement's chars-per-token): a
+    subclass says how (`measure`); an adapter that passes one to `begin` gets it back measured."""
 
-    __slots__ = ("measure", "known")
+    __slots__ = ("known",)
 
-    def __init__(self, measure: Callable[[], int]) -> None:
-        self.measure = measure
+    def __init__(self) -> None:
         self.known: int | None = None
+
+    def measure(self) -> int:
+        raise NotImplementedError
 
     def __call__(self) -> int:
         if self.known is None:
             self.known = self.measure()
         return self.known
+
+
+class _Counted(Measured):
+    """A size function, measured at most once."""
+
+    __slots__ = ("_measure",)
+
+    def __init__(self, measure: Callable[[], int]) -> None:
+        self.known = None
+        self._measure = measure
+
+    def measure(self) -> int:
+        return self._measure()
 
 
 def _input_capture(captured: Any, openinference: bool) -> dict[str, Any]:
@@ -383,4 +399,4 @@ def sending() -> Guard | None:
     return _SENDING.get()
 
 
-__all__ = ["BudgetExceeded", "Guard", "ModelCall", "RetryCut", "TokenUsage", "begin", "in_call", "sending"]
+__all__ = ["BudgetExceeded", "Guard", "Measured", "ModelCall", "RetryCut", "TokenUsage", "begin", "in_call", "sending"]

@@ -78,20 +78,18 @@ def body_chars(options: Any) -> int:
         return len(repr(data))
 
 
-class RequestSize:
+class RequestSize(calls.Measured):
     """The request size for the input estimate, measured at most once: the Content-Length of the request the SDK
     built when the call has been sent (no copy of the body), else the JSON body's length."""
 
-    __slots__ = ("options", "known")
+    __slots__ = ("options",)
 
     def __init__(self, options: Any) -> None:
+        self.known = None
         self.options = options
-        self.known: int | None = None
 
-    def __call__(self) -> int:
-        if self.known is None:
-            self.known = body_chars(self.options)
-        return self.known
+    def measure(self) -> int:
+        return body_chars(self.options)
 
     def sent(self, result: Any) -> None:
         """Take the size from the request behind an SDK result (stream or raw response), when not measured yet."""
