@@ -11,7 +11,9 @@ completion: span, admission, pricing, settlement included), `plain` and `stream`
 in-process transport of `workload.py` (`usage`: streams whose caller asks for their usage itself). `--bare` adds the bare SDK before and after the configurations of each
 repetition, for the overheads `overhead.py` reports (paired and min-to-min). `--meter` adds an SDK MeterProvider
 (in-memory reader). `--icount` counts instructions instead of timing them (valgrind's callgrind, the same calls N
-and 2N times in fresh processes: the difference over N), which a loaded machine does not disturb.
+and 2N times in fresh processes: the difference over N), which a loaded machine does not disturb; there the ref runs
+under the package's own name, each copy first on its processes' path (the same code counted 0.1% apart that way,
+1% apart as `otel_budget_ref`).
 
 Prints a table; writes nothing. How the figures in results.md were made:
 - "Second pass" (hot-span): `--kinds wrapper --calls 300 --reps 15` (alternated blocks, one batch each);
@@ -187,7 +189,11 @@ def _one(pkg_name: str, kind: str, n: int, ref: str) -> None:
     22,134k, 22,106k and 22,056k instructions per call; with the collector off 22,091.5k, 22,092.3k and 22,092.8k).
     What it leaves out is small: a call leaves about 5 objects behind (its span, kept by the in-memory exporter),
     for us and the peer alike, so a young-generation collection comes every 30-40 calls."""
-    pkg = load_ref(ref) if pkg_name == REF else importlib.import_module("otel_budget") if pkg_name == WORK else None
+    # The ref and the work tree are both imported as `otel_budget` (each process's path says which copy): a copy
+    # imported under another name counted about 1% apart from the same code, as much as a cut being judged.
+    pkg = importlib.import_module("otel_budget") if pkg_name in (REF, WORK) else None
+    if pkg_name == REF and Path(pkg.__file__).resolve().parent.parent != Path(ref).resolve():  # type: ignore[union-attr]
+        raise SystemExit(f"the ref's process imported {pkg.__file__}, not the copy in {ref}")  # type: ignore[union-attr]
     slot = Slot(pkg_name, pkg, False)
     fn = slot.fn(kind)
     if pkg is None:
@@ -254,13 +260,15 @@ def icount(args: argparse.Namespace) -> None:
     n = args.icount_calls
     env = _frozen_work_tree()
     given = args.ref
-    if not Path(args.ref).is_dir():  # the ref's commit, extracted once for every counted process
-        archive = Path(tempfile.mkdtemp(prefix="otel-budget-ref-"))
-        atexit.register(shutil.rmtree, archive, ignore_errors=True)
-        load_ref(args.ref)
-        shutil.copytree(Path(sys.modules["otel_budget_ref"].__file__).parent, archive / "otel_budget_ref",
-                        ignore=shutil.ignore_patterns("__pycache__"))
-        args.ref = str(archive)
+    # The ref's package (a commit's, or a directory's copy), extracted once as `otel_budget`, first on its processes'
+    # path in place of the work tree's.
+    archive = Path(tempfile.mkdtemp(prefix="otel-budget-ref-"))
+    atexit.register(shutil.rmtree, archive, ignore_errors=True)
+    load_ref(args.ref)
+    shutil.copytree(Path(sys.modules["otel_budget_ref"].__file__).parent, archive / "otel_budget",  # type: ignore[arg-type]
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    args.ref = str(archive)
+    ref_env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(archive), os.environ.get("PYTHONPATH")]))}
     names = ([BARE] if args.bare else []) + ([PEER] if args.peer else []) + [REF, WORK]
     tool = "cachegrind, simulated caches" if args.misses else "callgrind"
     print(f"instructions per call ({tool}, {n} and {2 * n} calls after 10 warm-up calls, every limit on)")
@@ -274,7 +282,8 @@ def icount(args: argparse.Namespace) -> None:
             if not (name in (BARE, PEER) and kind == "wrapper")]
     with ThreadPoolExecutor(os.cpu_count() or 1) as pool:  # each job is a process: one per core
         events = dict(zip(jobs, pool.map(
-            lambda job: _instructions(job[0], job[1], job[2], args.ref, env, args.misses), jobs), strict=True))
+            lambda job: _instructions(job[0], job[1], job[2], args.ref, ref_env if job[0] == REF else env, args.misses),
+            jobs), strict=True))
     for kind in args.kinds:
         per = {name: {k: (events[(name, kind, 2 * n)][k] - events[(name, kind, n)][k]) / n
                       for k in events[(name, kind, n)]} for name in names if (name, kind, n) in events}
