@@ -191,3 +191,26 @@ def test_strict_bounds_a_growing_history_by_the_last_reported_count(otel, llm, o
     assert len(llm.requests) == 2  # the third one's bound (about 1,210 on top of 1,680 used) does not fit
     assert sum(real for real, _ in meter.reported) <= cap
     assert run.outcome.stop_reason is ob.StopReason.TOKENS
+
+
+def test_the_estimate_slot_is_given_back_by_every_call_over_a_thousand_concurrent_calls(otel, llm, oai):
+    """1,000 calls from 8 threads under a token cap, the last ones refused by max_steps after they took the slot:
+    each call that took the estimate slot gives it back, settled or refused (never given back, every later call of
+    the run would reserve its bound)."""
+    Meter(llm, delay=0)
+    calls, steps = 1_000, 900
+
+    def call() -> bool:
+        try:
+            oai.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": PROMPT}],
+                                        max_completion_tokens=OUTPUT)
+        except ob.BudgetExceeded:
+            return False
+        return True
+
+    with ob.run("many", budget=ob.Budget(max_steps=steps, max_input_tokens=10**9)) as run:
+        with ThreadPoolExecutor(8) as pool:
+            sent = [f.result() for f in [pool.submit(contextvars.copy_context().run, call) for _ in range(calls)]]
+        assert run.node.root.estimate_in_flight is False
+    assert sent.count(True) == len(llm.requests) == steps
+    assert run.outcome.stop_reason is ob.StopReason.STEPS
