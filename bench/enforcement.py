@@ -10,20 +10,32 @@ Why it exists: the wrapper alone in a tight loop (`hot_path.py --kinds wrapper`)
 budgeted run adds about 14 us to a call (no-op tracer); inside a real SDK call, whose own work evicts ours from the
 caches, the same work added 43 us (December 5 2026). A cut should show here too.
 
-Run: `.venv/bin/python bench/enforcement.py [--kind plain|stream|usage] [--reps 40] [--calls 60] [--sdk]`.
+`--icount` counts instructions instead (valgrind's callgrind): each configuration's calls N and 2N times in fresh
+processes with one hash seed, the collector off while they run (a collection landing in one count and not the other
+moved the difference by up to 6k instructions per call); the same code counted about 1.5k apart between runs, so a
+cut of the enforcement shows when it is larger than that.
+
+Run: `.venv/bin/python bench/enforcement.py [--kind plain|stream|usage] [--reps 40] [--calls 60] [--sdk] [--each]
+[--icount]`.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import os
+import re
+import shutil
 import statistics
+import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from hot_path import budget  # noqa: E402
+from hot_path import _frozen_work_tree, budget  # noqa: E402
 from workload import CALLS, make_client  # noqa: E402
 
 
@@ -64,14 +76,84 @@ def batch(otel_budget: Any, fn: Any, client: Any, run_budget: Any, n: int) -> fl
         return (time.process_time() - started) / n * 1e6
 
 
+def _one(kind: str, config: str, n: int, each: bool) -> None:
+    """(Child of --icount) n calls in one configuration, after warm-up, with a no-op tracer and the collector off."""
+    from opentelemetry.trace import NoOpTracerProvider
+
+    import otel_budget
+
+    otel_budget.instrument(tracer_provider=NoOpTracerProvider())
+    client, fn = make_client(), CALLS[kind]
+    run_budget = configurations(otel_budget, each)[config]
+    for _ in range(20):
+        fn(client)
+    with otel_budget.run("bench-enforcement", budget=run_budget) if run_budget is not None else _Outside():
+        for _ in range(5):
+            fn(client)
+        gc.collect()
+        gc.freeze()
+        gc.disable()
+        for _ in range(n):
+            fn(client)
+
+
+class _Outside:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+def icount(args: argparse.Namespace) -> None:
+    """Instructions per call of each configuration and over "outside a run": (count of 2N - count of N) / N."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--icount needs valgrind (apt-get install valgrind)")
+    import otel_budget
+
+    names = list(configurations(otel_budget, args.each))
+    env = _frozen_work_tree()
+    n = args.calls
+
+    def count(job: tuple[str, int]) -> int:
+        done = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__,
+             "--one", job[0], str(job[1]), "--kind", args.kind, *(["--each"] if args.each else [])],
+            capture_output=True, text=True, env=env, check=False)
+        found = re.search(r"Collected : (\d+)", done.stderr)
+        if done.returncode != 0 or found is None:
+            raise SystemExit(f"valgrind failed:\n{done.stderr[-2000:]}")
+        return int(found.group(1))
+
+    jobs = [(name, calls) for name in names for calls in (n, 2 * n)]
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:  # each job is a process: one per core
+        counts = dict(zip(jobs, pool.map(count, jobs), strict=True))
+    per = {name: (counts[(name, 2 * n)] - counts[(name, n)]) / n for name in names}
+    print(f"{args.kind} calls, instructions per call (callgrind, {n} and {2 * n} calls, no-op tracer, collector off)")
+    print("| configuration | instructions/call | over outside a run |")
+    print("|---|---:|---:|")
+    for name, value in per.items():
+        print(f"| {name} | {value:,.0f} | {value - per['outside a run']:+,.0f} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--kind", default="plain", choices=["plain", "stream", "usage"])
     ap.add_argument("--reps", type=int, default=40)
-    ap.add_argument("--calls", type=int, default=60, help="calls per batch")
+    ap.add_argument("--calls", type=int, default=None, help="calls per batch (60), or N of --icount (100)")
     ap.add_argument("--sdk", action="store_true", help="spans to an in-memory exporter (default: a no-op tracer)")
     ap.add_argument("--each", action="store_true", help="also a run per limit alone")
+    ap.add_argument("--icount", action="store_true", help="count instructions (valgrind) instead of timing")
+    ap.add_argument("--one", nargs=2, metavar=("CONFIG", "N"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.one:
+        _one(args.kind, args.one[0], int(args.one[1]), args.each)
+        return
+    if args.icount:
+        args.calls = args.calls or 100
+        icount(args)
+        return
+    args.calls = args.calls or 60
 
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
