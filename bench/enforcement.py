@@ -22,7 +22,6 @@ Run: `.venv/bin/python bench/enforcement.py [--kind plain|stream|usage] [--reps 
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import re
 import shutil
@@ -31,11 +30,12 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from hot_path import _frozen_work_tree, budget  # noqa: E402
+from hot_path import _counted, _frozen_work_tree, budget  # noqa: E402
 from workload import CALLS, make_client  # noqa: E402
 
 
@@ -87,22 +87,8 @@ def _one(kind: str, config: str, n: int, each: bool) -> None:
     run_budget = configurations(otel_budget, each)[config]
     for _ in range(20):
         fn(client)
-    with otel_budget.run("bench-enforcement", budget=run_budget) if run_budget is not None else _Outside():
-        for _ in range(5):
-            fn(client)
-        gc.collect()
-        gc.freeze()
-        gc.disable()
-        for _ in range(n):
-            fn(client)
-
-
-class _Outside:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> None:
-        return None
+    with otel_budget.run("bench-enforcement", budget=run_budget) if run_budget is not None else nullcontext():
+        _counted(fn, client, n)
 
 
 def icount(args: argparse.Namespace) -> None:
