@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -35,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from hot_path import _counted, _frozen_work_tree, budget  # noqa: E402
+from hot_path import _counted, _frozen_work_tree, budget, valgrind_events  # noqa: E402
 from workload import CALLS, make_client  # noqa: E402
 
 
@@ -102,14 +100,8 @@ def icount(args: argparse.Namespace) -> None:
     n = args.calls
 
     def count(job: tuple[str, int]) -> int:
-        done = subprocess.run(
-            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__,
-             "--one", job[0], str(job[1]), "--kind", args.kind, *(["--each"] if args.each else [])],
-            capture_output=True, text=True, env=env, check=False)
-        found = re.search(r"Collected : (\d+)", done.stderr)
-        if done.returncode != 0 or found is None:
-            raise SystemExit(f"valgrind failed:\n{done.stderr[-2000:]}")
-        return int(found.group(1))
+        argv = [__file__, "--one", job[0], str(job[1]), "--kind", args.kind, *(["--each"] if args.each else [])]
+        return valgrind_events(argv, env)["Ir"]
 
     jobs = [(name, calls) for name in names for calls in (n, 2 * n)]
     with ThreadPoolExecutor(os.cpu_count() or 1) as pool:  # each job is a process: one per core

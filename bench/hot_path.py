@@ -230,15 +230,15 @@ def _frozen_work_tree() -> dict[str, str]:
             "PYTHONPATH": os.pathsep.join(filter(None, [str(where), os.environ.get("PYTHONPATH")]))}
 
 
-def _instructions(pkg_name: str, kind: str, n: int, ref: str, env: dict[str, str], misses: bool) -> dict[str, int]:
-    """Events of one counted process: {"Ir": instructions} (callgrind), with `misses` also {"I1mr", "D1mr"}: the
-    first-level cache misses of cachegrind's simulated caches (instruction and data reads)."""
+def valgrind_events(argv: list[str], env: dict[str, str], misses: bool = False) -> dict[str, int]:
+    """Events of one counted Python process (`python argv...`): {"Ir": instructions} (callgrind), with `misses` also
+    {"I1mr", "D1mr"}: the first-level cache misses of cachegrind's simulated caches (instruction and data reads)."""
     tool = "cachegrind" if misses else "callgrind"
     with tempfile.TemporaryDirectory() as where:
         out_file = Path(where) / "out"
         done = subprocess.run(
             ["valgrind", f"--tool={tool}", *(["--cache-sim=yes"] if misses else []), f"--{tool}-out-file={out_file}",
-             sys.executable, __file__, "--one", pkg_name, kind, str(n), "--ref", ref],
+             sys.executable, *argv],
             capture_output=True, text=True, env=env, check=False,
         )
         if done.returncode != 0 or not out_file.exists():
@@ -251,6 +251,10 @@ def _instructions(pkg_name: str, kind: str, n: int, ref: str, env: dict[str, str
                 got = dict(zip(events, map(int, line.split()[1:]), strict=False))
                 return {k: got[k] for k in ("Ir", "I1mr", "D1mr") if k in got}
     raise SystemExit("valgrind wrote no totals")
+
+
+def _instructions(pkg_name: str, kind: str, n: int, ref: str, env: dict[str, str], misses: bool) -> dict[str, int]:
+    return valgrind_events([__file__, "--one", pkg_name, kind, str(n), "--ref", ref], env, misses)
 
 
 def icount(args: argparse.Namespace) -> None:
