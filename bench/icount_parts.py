@@ -38,7 +38,7 @@ def parts() -> dict[str, Callable[[], Any]]:
     from otel_budget.core import ledger as lg
     from otel_budget.core.node_state import Admission
     from otel_budget.core.run import current_run
-    from otel_budget.instrumentation.providers import _request, _stream
+    from otel_budget.instrumentation.providers import _stream, _wire
     from otel_budget.instrumentation.providers import openai as oa
     from otel_budget.instrumentation.providers._on_collect import OnCollect
     from otel_budget.model.call import ModelCall, TokenUsage
@@ -83,7 +83,7 @@ def parts() -> dict[str, Callable[[], Any]]:
     def begin_finish() -> None:
         call = ModelCall("openai", "chat", "gpt-4o", None, False)
         call.prompt = (body, "messages")
-        guard = calls.begin(call, _request.RequestSize(options))
+        guard = calls.begin(call, _wire.RequestSize(options))
         assert guard is not None
         call.usage = TokenUsage(41, 24)
         call.finish_reasons.append("stop")
@@ -107,7 +107,7 @@ def parts() -> dict[str, Callable[[], Any]]:
         "ModelCall()": lambda: ModelCall("openai", "chat", "gpt-4o", None, False),
         "TokenUsage()": lambda: TokenUsage(41, 24),
         "Guard() outside a run, settled": lambda: calls.Guard(streamed, None, None, None, size)._claim(),
-        "body_chars (2 messages)": lambda: _request.body_chars(options),
+        "body_chars (2 messages)": lambda: _wire.body_chars(options),
         "read_results (stall check)": lambda: node.read_results(body, "messages"),
         "object()": Item,
         "weakref.finalize + detach": lambda: weakref.finalize(Item(), noop).detach(),

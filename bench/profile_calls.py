@@ -34,7 +34,7 @@ Func = tuple[str, int, str]
 #: (what it is for, pattern on "path:function"); the first match wins.
 CATEGORIES = [
     ("request-size measurement (JSON of the body)",
-     r"^otel_budget/instrumentation/providers/_request\.py:(body_chars|__call__|sent)"),
+     r"^otel_budget/instrumentation/providers/_wire\.py:(body_chars|__call__|sent|measure|hand_off)"),
     ("span attributes (OTel SDK)",
      r"^opentelemetry/(sdk/trace/__init__\.py:(set_attributes?|_check_span_ended)|attributes/)"),
     ("span start (OTel SDK)", r"^opentelemetry/(sdk/trace/(__init__\.py:(start_span|__init__|start|_new_span)|"

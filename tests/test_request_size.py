@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from otel_budget.instrumentation.providers._request import body_chars
+from otel_budget.instrumentation.providers._wire import body_chars
 
 BODIES = [
     {"model": "gpt-4o", "messages": [{"role": "user", "content": "Summarize the invoices."}]},

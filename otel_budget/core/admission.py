@@ -99,7 +99,7 @@ class NodeAdmission(NodeSettlement):
 
         `choices` answers (OpenAI `n`) each get up to `max_output` tokens. Input is reserved at the estimate
         for one call of the tree at a time; a call made while that one is in flight (or every call, with
-        `Budget.strict`) reserves an upper bound: one token per character of the request body, or, when the
+        `Budget.strict`) reserves an upper bound: one token per byte (or character) of the request body, or, when the
         request's messages (`prompt`: the body and its message-list key) extend the previous request's, what
         the server reported for that one plus one token per character of the new messages.
         """
@@ -135,8 +135,8 @@ class NodeAdmission(NodeSettlement):
                 )
         adm.estimated = self._take_estimate_slot()
         if not adm.estimated:
-            # The body's JSON (non-ASCII escaped) has at least one character per UTF-8 byte of its text, and a
-            # byte-level BPE token is at least one byte: an upper bound of the input tokens.
+            # The body's JSON has at least one byte (the bytes sent) or character (non-ASCII escaped) per UTF-8 byte
+            # of its text, and a byte-level BPE token is at least one byte: an upper bound of the input tokens.
             est_in = self._input_bound(adm, chars, prompt)
         out = max_output
         input_cost = per_token = 0.0

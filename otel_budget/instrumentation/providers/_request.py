@@ -19,7 +19,7 @@ from ...core.in_flight import RoomPending, may_await_room
 from ...telemetry.peers import mark_refused
 from .._peers import sending, touches
 from .._spec import PatchPoint
-from . import _params, _stream_usage
+from . import _params, _stream_usage, _wire
 from ._raw import RawResponse, is_raw
 from ._stream import Accumulator, AsyncStream, RawStreamResponse, SyncStream
 
@@ -48,62 +48,6 @@ class Adapter(Protocol):
 
     def summarizer(self, client: Any, call: calls.ModelCall) -> Any:
         """A function (prompt, max_tokens) -> text (or awaitable) that asks the same model, without tools."""
-
-
-def _one_shot_encoder() -> Callable[[Any], str]:
-    """`json.dumps(data, default=str)` without building an encoder per call: the C encoder the standard library
-    builds inside `dumps`, built once (no circular check: a body that refers to itself fails, as JSON)."""
-    try:
-        from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
-
-        if c_make_encoder is None:
-            raise ImportError("no C JSON encoder")
-        encode = c_make_encoder(None, str, encode_basestring_ascii, None, ": ", ", ", False, False, True)
-    except Exception:  # noqa: BLE001 - the pure-Python json module: dumps as it is
-        return lambda data: json.dumps(data, default=str)
-    return lambda data: "".join(encode(data, 0))
-
-
-_to_json = _one_shot_encoder()
-
-
-def body_chars(options: Any) -> int:
-    """The size of the request body, the basis of the input-token estimate."""
-    data = options.json_data
-    if not data:
-        return 0
-    try:
-        return len(_to_json(data))
-    except Exception:  # noqa: BLE001
-        return len(repr(data))
-
-
-class RequestSize(calls.Measured):
-    """The request size for the input estimate, measured at most once: the Content-Length of the request the SDK
-    built when the call has been sent (no copy of the body), else the JSON body's length."""
-
-    __slots__ = ("options",)
-
-    def __init__(self, options: Any) -> None:
-        self.known = None
-        self.options = options
-
-    def measure(self) -> int:
-        return body_chars(self.options)
-
-    def sent(self, result: Any) -> None:
-        """Take the size from the request behind an SDK result (stream or raw response), when not measured yet."""
-        if self.known is not None:
-            return
-        response = getattr(result, "http_response", None) or getattr(result, "response", None)
-        if response is None:
-            return
-        try:
-            length = response.request.headers.get("content-length")
-            if length is not None:
-                self.known = int(length)
-        except Exception:  # noqa: BLE001 - measured from the body instead, if ever needed
-            pass
 
 
 def _split(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, bool]:
@@ -137,7 +81,7 @@ def _start(adapter: Adapter, instance: Any, args: tuple[Any, ...], kwargs: dict[
     call.server = _params.server(base_url)
     if call.stream and base_url is not None:
         call.base_url = _url_text(base_url)
-    size = RequestSize(options)
+    size = _wire.RequestSize(options, _wire.encoder(instance))
     try:
         guard = calls.begin(
             call,
@@ -206,7 +150,7 @@ def _safe(adapter: Adapter, instance: Any, call: calls.ModelCall) -> Any:
 
 
 def _after(adapter: Adapter, guard: calls.Guard, call: calls.ModelCall, options: Any, result: Any,
-           stream: bool, is_async: bool, size: RequestSize) -> Any:
+           stream: bool, is_async: bool, size: _wire.RequestSize) -> Any:
     if _is_stream(result):
         size.sent(result)
         acc = adapter.accumulator(call, options)
@@ -227,8 +171,9 @@ def _after(adapter: Adapter, guard: calls.Guard, call: calls.ModelCall, options:
     return result
 
 
-def _without_usage(adapter: Adapter, options: Any, guard: calls.Guard, instance: Any) -> bool:
+def _without_usage(adapter: Adapter, options: Any, guard: calls.Guard, instance: Any, size: _wire.RequestSize) -> bool:
     """The request as the caller made it (see Adapter.without_usage), its timeout the time the run has left now."""
+    size.restore(options)
     if not adapter.without_usage(options, guard):
         return False
     if guard.deadline != math.inf:
@@ -256,10 +201,16 @@ def sync_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
             return wrapped(*args, **kwargs)
         send = wrapped
         if call.injected_usage:  # a server may reject the stream_options we added: sent once more without them
-            send = _stream_usage.resending(wrapped, guard, lambda: _without_usage(adapter, options, guard, instance))
+            send = _stream_usage.resending(wrapped, guard, lambda: _without_usage(adapter, options, guard, instance, size))
         if touches(wrapped):  # another instrumentor's wrapper inside ours, or gated above (see _peers)
             with sending(wrapped):
                 result = guard.send(send, *args, **kwargs)
+        elif _wire.sends_straight(wrapped):  # the SDK's own request: it gets the body serialized once (_wire)
+            size.hand_off(options)
+            try:
+                result = guard.send(send, *args, **kwargs)
+            finally:
+                size.restore(options)
         else:
             result = guard.send(send, *args, **kwargs)
         return _after(adapter, guard, call, options, result, stream, False, size)
@@ -279,10 +230,16 @@ def async_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
             return await wrapped(*args, **kwargs)
         send = wrapped
         if call.injected_usage:
-            send = _stream_usage.aresending(wrapped, guard, lambda: _without_usage(adapter, options, guard, instance))
+            send = _stream_usage.aresending(wrapped, guard, lambda: _without_usage(adapter, options, guard, instance, size))
         if touches(wrapped):
             with sending(wrapped):
                 result = await guard.asend(send, *args, **kwargs)
+        elif _wire.sends_straight(wrapped):
+            size.hand_off(options)
+            try:
+                result = await guard.asend(send, *args, **kwargs)
+            finally:
+                size.restore(options)
         else:
             result = await guard.asend(send, *args, **kwargs)
         return _after(adapter, guard, call, options, result, stream, True, size)
