@@ -201,3 +201,22 @@ def test_a_stream_whose_usage_the_run_asks_for_sends_what_the_sdk_writes_for_tha
     assert sent == openapi_dumps(json.loads(sent)) and json.loads(sent) == served.requests[0].body
     assert run.node.account.used["input_tokens"] == 40  # the usage the server reported, which the run asked for
 
+
+def test_a_patch_of_ours_left_behind_inside_is_not_another_instrumentor(served, monkeypatch):
+    """An instrumentor that wrapped over ours puts back what it found when it unwraps: our earlier patch, which
+    passes every call through. Instrumented again, the call's body is still handed to the SDK serialized."""
+    import openai._base_client as base
+    import wrapt
+
+    pristine = base.SyncAPIClient.__dict__["request"]
+    monkeypatch.setattr(base.SyncAPIClient, "request", pristine)  # put back as it was whatever the test does
+    dumps, counted = base.openapi_dumps, []
+    monkeypatch.setattr(base, "openapi_dumps", lambda obj: counted.append(1) or dumps(obj))
+
+    ob.instrument()
+    wrapt.wrap_function_wrapper(base.SyncAPIClient, "request", lambda wrapped, instance, a, k: wrapped(*a, **k))
+    theirs = base.SyncAPIClient.__dict__["request"]
+    ob.uninstrument()  # ours stays inside theirs, passing calls through
+    base.SyncAPIClient.request = theirs.__wrapped__  # their unwrap: our left-behind patch is on the class again
+    bare, ours, used = _bare_and_run(served, _chat)
+    assert ours.bodies == bare.bodies and len(counted) == 1 and used["steps"] == 1

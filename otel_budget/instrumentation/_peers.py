@@ -66,9 +66,22 @@ def is_wrapper(wrapped: Any) -> bool:
     return isinstance(wrapped, PROXY)
 
 
+def _foreign_inside(wrapped: Any) -> bool:
+    """Whether another instrumentor's wrapper is inside ours: a wrapt proxy that is not one of our own patches left
+    behind by an earlier `instrument()` (those pass every call through untouched, see _patch.py)."""
+    for _ in range(16):
+        if not isinstance(wrapped, PROXY):
+            return False
+        generation = getattr(getattr(wrapped, "_self_wrapper", None), "otel_budget_generation", None)
+        if generation is None or generation.live:
+            return True
+        wrapped = getattr(wrapped, "__wrapped__", None)
+    return True
+
+
 def touches(wrapped: Any) -> bool:
     """Whether our request wrapper must send through `sending`: a wrapper inside ours, or a gate of ours above."""
-    return isinstance(wrapped, PROXY) or _GATED.get()
+    return (isinstance(wrapped, PROXY) and _foreign_inside(wrapped)) or _GATED.get()
 
 
 @contextlib.contextmanager
@@ -76,7 +89,7 @@ def sending(wrapped: Any) -> Iterator[None]:
     """Around the send of a call we span: the suppress key on for another instrumentor's wrapper inside ours, off
     for the HTTP request itself when only a gate of ours had put it on."""
     gated = _GATED.set(False)
-    token = otel_context.attach(otel_context.set_value(_SUPPRESS, True)) if isinstance(wrapped, PROXY) else None
+    token = otel_context.attach(otel_context.set_value(_SUPPRESS, True)) if _foreign_inside(wrapped) else None
     try:
         yield
     finally:
