@@ -148,13 +148,13 @@ class NodeAdmission(NodeSettlement):
         n = max(1, choices)
         if out is None:
             # The dimension that leaves the least room for output bounds it (the first of these on a tie).
-            accounts = self.accounts
-            adm.bound_by, room = "output_tokens", lg.headroom(accounts, "output_tokens")
-            total_room = lg.headroom(accounts, "total_tokens") - est_in
+            room, total_room, usd_room = lg.output_rooms(self.accounts)
+            adm.bound_by = "output_tokens"
+            total_room -= est_in
             if total_room < room:
                 adm.bound_by, room = "total_tokens", total_room
             if per_token > 0:
-                usd_room = (lg.headroom(accounts, "usd") - input_cost) / per_token
+                usd_room = (usd_room - input_cost) / per_token
                 if usd_room < room:
                     adm.bound_by, room = "usd", usd_room
             room = room / n  # each of the n answers may write up to the limit

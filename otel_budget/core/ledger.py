@@ -143,6 +143,22 @@ def headroom(accounts: Sequence[Account], dim: str) -> float:
     return room
 
 
+def output_rooms(accounts: Sequence[Account]) -> tuple[float, float, float]:
+    """`headroom` of output_tokens, total_tokens and usd, in one pass (what bounds a call's output)."""
+    out = total = usd = math.inf
+    for acc in accounts:
+        limits, used, reserved = acc.limits, acc.used, acc.reserved
+        if (limit := limits.get("output_tokens")) is not None \
+                and (here := limit - used["output_tokens"] - reserved["output_tokens"]) < out:
+            out = here
+        if (limit := limits.get("total_tokens")) is not None \
+                and (here := limit - used["total_tokens"] - reserved["total_tokens"]) < total:
+            total = here
+        if (limit := limits.get("usd")) is not None and (here := limit - used["usd"] - reserved["usd"]) < usd:
+            usd = here
+    return out, total, usd
+
+
 # --- shared budgets -------------------------------------------------------------------------------------
 
 
