@@ -82,7 +82,12 @@ def _bare_and_run(llm: ScriptedLLM, call: Any) -> tuple[Wire, Wire, dict[str, fl
     return bare, ours, used
 
 
-@pytest.mark.parametrize("call", [_chat, _chat_stream, _responses], ids=["chat", "chat stream", "responses"])
+def _extra_body(client: openai.OpenAI, **kwargs: Any) -> None:
+    _chat(client, extra_body={"user_tag": "é"}, **kwargs)  # merged into the body by the SDK itself
+
+
+@pytest.mark.parametrize("call", [_chat, _chat_stream, _responses, _extra_body],
+                         ids=["chat", "chat stream", "responses", "extra_body"])
 def test_a_call_in_a_run_sends_the_very_bytes_the_bare_sdk_sends(served, call):
     bare, ours, used = _bare_and_run(served, call)
     assert len(ours.bodies) == 1 and ours.bodies == bare.bodies

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import operator
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -91,18 +92,14 @@ def sends_straight(wrapped: Any) -> bool:
     return getattr(func, "__qualname__", "") in ("SyncAPIClient.request", "AsyncAPIClient.request")
 
 
-def sendable(options: Any) -> dict[str, Any] | None:
-    """The body the SDK would serialize as it is (a dict, nothing merged into it, no files or raw content), else
-    None."""
-    data = options.json_data
-    if type(data) is not dict or options.extra_json is not None or getattr(options, "files", None) is not None:
-        return None
-    if getattr(options, "content", None) is not None:
-        return None
+def plain(options: Any) -> bool:
+    """Whether the SDK would serialize the request's body as it is: nothing merged into it (`extra_body`), no files
+    or raw content, no content type of the caller's own (multipart)."""
+    if options.extra_json is not None or getattr(options, "files", None) is not None \
+            or getattr(options, "content", None) is not None:
+        return False
     headers = options.headers
-    if headers and any(k.lower() == "content-type" for k in headers):  # a caller's own content type (multipart)
-        return None
-    return data
+    return not headers or not any(k.lower() == "content-type" for k in headers)
 
 
 def _one_shot_encoder() -> Callable[[Any], str]:
@@ -146,12 +143,12 @@ class RequestSize(Measured):
     def __init__(self, options: Any, write: Encoder | None = None) -> None:
         self.known = None
         self.options = options
-        self.write = write
+        self.write = write if write is not None and plain(options) else None
         self.wire: tuple[Any, bytes] | None = None  # (the body measured, its bytes)
         self.handed: Any = None  # the body whose bytes the SDK was given
 
     def measure(self) -> int:
-        if self.write is not None and (body := sendable(self.options)) is not None:
+        if self.write is not None and type(body := self.options.json_data) is dict:
             try:
                 data = self.write(body)
             except Exception:  # noqa: BLE001 - a body the SDK's serialization refuses: the SDK raises its own error
@@ -164,7 +161,7 @@ class RequestSize(Measured):
     def hand_off(self, options: Any) -> None:
         """Give the SDK the body serialized as it would serialize it (nothing when it cannot be)."""
         write = self.write
-        if write is None or (body := sendable(options)) is None:
+        if write is None or type(body := options.json_data) is not dict:
             return
         wire = self.wire
         try:
@@ -208,19 +205,18 @@ def _appended(measured: dict[str, Any], body: dict[str, Any]) -> dict[str, Any] 
     """The fields `body` adds after every field of `measured` (the same names and values, in the same order), as
     `{**measured, **added}` makes them; None when it differs otherwise. Their JSON then is the measured bytes with
     the added fields' JSON written in before the closing brace."""
-    if len(body) <= len(measured) or not measured:
+    n = len(measured)
+    if len(body) <= n or not n:
         return None
-    items = iter(body.items())
-    for (name, value), (name2, value2) in zip(measured.items(), items, strict=False):  # (no more taken from items)
-        if value is not value2 or name != name2:
-            return None
-    return dict(items)
+    names = list(body)
+    if names[:n] != list(measured) or not all(map(operator.is_, map(body.__getitem__, measured), measured.values())):
+        return None
+    return {name: body[name] for name in names[n:]}
 
 
 def _set_body(options: Any, body: Any) -> None:
     """`options.json_data = body` without the model's `__setattr__` (a field set at construction stays set)."""
-    fields = getattr(options, "__dict__", None)
-    if fields is not None and "json_data" in fields:
-        fields["json_data"] = body
-    else:
+    try:
+        options.__dict__["json_data"] = body
+    except AttributeError:  # no instance dict
         options.json_data = body
