@@ -225,3 +225,26 @@ def test_a_patch_of_ours_left_behind_inside_is_not_another_instrumentor(served, 
     base.SyncAPIClient.request = theirs.__wrapped__  # their unwrap: our left-behind patch is on the class again
     bare, ours, used = _bare_and_run(served, _chat)
     assert ours.bodies == bare.bodies and len(counted) == 1 and used["steps"] == 1
+
+
+def test_an_sdk_that_would_serialize_a_bytes_body_again_keeps_its_bodies():
+    """An SDK version whose `_build_request` has no branch for a body that is bytes already (it would write the bytes
+    as JSON) is never handed one: its code is read to tell, once per client class."""
+    from otel_budget.instrumentation.providers import _wire
+
+    class BaseClient:  # as an older SDK's: every body through openapi_dumps
+        def _build_request(self, options: Any) -> Any:
+            return {"content": openapi_dumps(options.json_data), "tag": bytes(2)}  # names `bytes`, for other things
+
+    class Client(BaseClient):
+        pass
+
+    build = BaseClient._build_request  # named as the SDK's, so that only its code tells it apart
+    build.__qualname__, build.__module__ = "BaseClient._build_request", openai._base_client.__name__
+    assert _wire.encoder(Client()) is None
+    assert _wire.encoder(openai.OpenAI(api_key="k")) is not None  # the installed SDK's: bytes are sent as they are
+
+
+def openapi_dumps(data: Any) -> bytes:
+    """(The older SDK's serializer, named as the SDK names it: a global its `_build_request` calls.)"""
+    return json.dumps(data).encode()

@@ -2,10 +2,10 @@
 and its bytes, serialized once, as the SDK itself sends them.
 
 The admission needs the request's size before the call is sent, and the SDK serializes the same body again when it
-builds the HTTP request. These SDKs send a body that is already bytes as it is (`_build_request`: `isinstance(json_data,
-bytes)`), so the wrapper serializes the body once, exactly as the SDK's `openapi_dumps` would, measures those bytes and
-hands them to the SDK: the size is the request's own (one token per byte is the bound), and the SDK does not serialize
-again.
+builds the HTTP request. These SDKs send a body that is already bytes as it is (`_build_request`, read once per
+client class to tell: `isinstance(json_data, bytes)`), so the wrapper serializes the body once, exactly as the SDK's
+`openapi_dumps` would, measures those bytes and hands them to the SDK: the size is the request's own (one token per
+byte is the bound), and the SDK does not serialize again.
 
 Byte for byte the SDK's own: the same C encoder with the arguments `openapi_dumps` gives `json.dumps` (its encoder
 class's `default`, `ensure_ascii=False`, compact separators, `allow_nan=False`), checked against `openapi_dumps` on a
@@ -16,6 +16,7 @@ body the encoder refuses (NaN, a circular body, an odd key) is left to the SDK, 
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import operator
@@ -56,12 +57,19 @@ def _for_class(cls: type) -> Encoder | None:
     code = getattr(build, "__code__", None)
     if code is None or getattr(build, "__qualname__", "") != "BaseClient._build_request":
         return None  # a client that builds its requests itself (Azure reads the model from the body)
-    if "bytes" not in code.co_names or "openapi_dumps" not in code.co_names:
-        return None  # an SDK that does not send a bytes body as it is
+    if "openapi_dumps" not in code.co_names or "isinstance(json_data, bytes)" not in _source(build):
+        return None  # an SDK that does not send a bytes body as it is (or whose code cannot be read to tell)
     package = build.__module__.partition(".")[0]
     if package not in _BY_SDK:
         _BY_SDK[package] = _for_sdk(package)
     return _BY_SDK[package]
+
+
+def _source(func: Any) -> str:
+    try:
+        return inspect.getsource(func)
+    except (OSError, TypeError):  # no source installed
+        return ""
 
 
 def _for_sdk(package: str) -> Encoder | None:
