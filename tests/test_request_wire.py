@@ -233,16 +233,33 @@ def test_an_sdk_that_would_serialize_a_bytes_body_again_keeps_its_bodies():
     from otel_budget.instrumentation.providers import _wire
 
     class BaseClient:  # as an older SDK's: every body through openapi_dumps
+        def _prepare_options(self, options: Any) -> Any:
+            return options
+
         def _build_request(self, options: Any) -> Any:
             return {"content": openapi_dumps(options.json_data), "tag": bytes(2)}  # names `bytes`, for other things
 
     class Client(BaseClient):
         pass
 
-    build = BaseClient._build_request  # named as the SDK's, so that only its code tells it apart
+    build, prepare = BaseClient._build_request, BaseClient._prepare_options  # named as the SDK's: only code differs
     build.__qualname__, build.__module__ = "BaseClient._build_request", openai._base_client.__name__
+    prepare.__qualname__, prepare.__module__ = "SyncAPIClient._prepare_options", openai._base_client.__name__
     assert _wire.encoder(Client()) is None
     assert _wire.encoder(openai.OpenAI(api_key="k")) is not None  # the installed SDK's: bytes are sent as they are
+
+
+def test_clients_whose_sdk_reads_the_body_inside_request_keep_their_bodies():
+    """Azure builds its URL from the body; the anthropic SDK prepares the body inside `request` and its own spans read
+    it (its Bedrock and Vertex clients move the model to the URL): none of them is handed bytes."""
+    from otel_budget.instrumentation.providers import _wire
+
+    assert _wire.encoder(openai.AzureOpenAI(api_key="k", api_version="2024-10-21",
+                                            azure_endpoint="http://a.invalid")) is None
+    assert _wire.encoder(anthropic.Anthropic(api_key="k")) is None
+    assert _wire.encoder(anthropic.AnthropicBedrock(aws_region="us-east-1", aws_access_key="a",
+                                                    aws_secret_key="b")) is None
+    assert _wire.encoder(openai.OpenAI(api_key="k")) is not None
 
 
 def openapi_dumps(data: Any) -> bytes:

@@ -1,5 +1,5 @@
 """The request body of a Stainless-generated SDK (openai, anthropic): its size for the admission (`RequestSize`),
-and its bytes, serialized once, as the SDK itself sends them.
+and, for the openai SDK, its bytes, serialized once, as the SDK itself sends them.
 
 The admission needs the request's size before the call is sent, and the SDK serializes the same body again when it
 builds the HTTP request. These SDKs send a body that is already bytes as it is (`_build_request`, read once per
@@ -8,10 +8,12 @@ client class to tell: `isinstance(json_data, bytes)`), so the wrapper serializes
 byte is the bound), and the SDK does not serialize again.
 
 Byte for byte the SDK's own: the same C encoder with the arguments `openapi_dumps` gives `json.dumps` (its encoder
-class's `default`, `ensure_ascii=False`, compact separators, `allow_nan=False`), checked against `openapi_dumps` on a
-probe body once per SDK. Only for a client class whose `_build_request` is the SDK's own (Azure's reads the model
-from the body) and whose `request` is sent straight to the SDK's (another wrapper inside ours may read the body); any
-body the encoder refuses (NaN, a circular body, an odd key) is left to the SDK, which raises its own error.
+class's `default`, `ensure_ascii=False`, compact separators, `allow_nan=False`), checked against `openapi_dumps` on
+a probe body once per SDK. Only for the openai SDK (the anthropic SDK prepares the body inside `request`, and its
+own spans read it), for a client class whose `_build_request` and `_prepare_options` are the SDK's own (Azure's
+reads the model from the body; Bedrock's and Vertex's move it to the URL), on no provider runtime, and whose
+`request` is sent straight to the SDK's (another wrapper inside ours may read the body); any body the encoder
+refuses (NaN, a circular body, an odd key) is left to the SDK, which raises its own error.
 """
 
 from __future__ import annotations
@@ -39,17 +41,30 @@ _BY_CLASS: dict[type, Encoder | None] = {}
 _BY_SDK: dict[str, Encoder | None] = {}
 
 
+#: SDKs whose `request` sends the body it is given to `_build_request` untouched. The anthropic SDK prepares the body
+#: inside `request` (`_copy_and_prepare`: its data walked and transformed) and its own spans read it there: its
+#: bodies are left to it.
+_SDKS = ("openai",)
+#: `_prepare_options` hooks (run inside `request`, before `_build_request`) known to leave the body alone: the base
+#: client's, and the openai client's, which rewrites it only through a provider runtime (checked per client).
+_PLAIN_PREPARE = frozenset({
+    ("_base_client", "SyncAPIClient._prepare_options"), ("_base_client", "AsyncAPIClient._prepare_options"),
+    ("_client", "OpenAI._prepare_options"), ("_client", "AsyncOpenAI._prepare_options"),
+})
+
+
 def encoder(client: Any) -> Encoder | None:
     """The encoder that writes a body as `client`'s SDK sends it, or None (see the module's doc)."""
     cls = type(client)
     try:
-        return _BY_CLASS[cls]
+        write = _BY_CLASS[cls]
     except KeyError:
-        pass
-    found = _for_class(cls)
-    if len(_BY_CLASS) < 64:  # a handful of client classes; never grows without bound
-        _BY_CLASS[cls] = found
-    return found
+        write = _for_class(cls)
+        if len(_BY_CLASS) < 64:  # a handful of client classes; never grows without bound
+            _BY_CLASS[cls] = write
+    if write is None or getattr(client, "__dict__", {}).get("_provider_runtime") is not None:
+        return None  # (an openai client on a provider runtime, which may rewrite the body as a dict)
+    return write
 
 
 def _for_class(cls: type) -> Encoder | None:
@@ -57,9 +72,13 @@ def _for_class(cls: type) -> Encoder | None:
     code = getattr(build, "__code__", None)
     if code is None or getattr(build, "__qualname__", "") != "BaseClient._build_request":
         return None  # a client that builds its requests itself (Azure reads the model from the body)
+    package, _, _ = build.__module__.partition(".")
+    prepare = getattr(cls, "_prepare_options", None)
+    hook = (getattr(prepare, "__module__", "").removeprefix(package + "."), getattr(prepare, "__qualname__", ""))
+    if package not in _SDKS or hook not in _PLAIN_PREPARE:
+        return None  # a client whose own hooks read or rewrite the body (Bedrock, Vertex)
     if "openapi_dumps" not in code.co_names or "isinstance(json_data, bytes)" not in _source(build):
         return None  # an SDK that does not send a bytes body as it is (or whose code cannot be read to tell)
-    package = build.__module__.partition(".")[0]
     if package not in _BY_SDK:
         _BY_SDK[package] = _for_sdk(package)
     return _BY_SDK[package]
