@@ -13,9 +13,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import re
 import shutil
-import subprocess
 import sys
 import weakref
 from collections.abc import Callable
@@ -130,14 +128,11 @@ def _child(name: str, n: int) -> None:
 
 
 def _count(name: str, n: int) -> int:
+    from hot_path import valgrind_events
+
     env = {**os.environ, "PYTHONHASHSEED": "0",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    out = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__,
-                          "--one", name, str(n)], capture_output=True, text=True, env=env)
-    found = re.search(r"Collected : (\d+)", out.stderr)
-    if found is None or out.returncode != 0:
-        raise SystemExit(f"no count for {name}:\n{out.stderr[-2000:]}")
-    return int(found.group(1))
+    return valgrind_events([__file__, "--one", name, str(n)], env)["Ir"]
 
 
 def main() -> None:
