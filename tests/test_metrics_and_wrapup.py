@@ -101,3 +101,27 @@ def test_each_kind_of_call_gets_its_own_metric_attributes(otel, llm, oai):
                  for p in otel.metric_points("gen_ai.client.operation.duration")}
     assert durations == {("gpt-4o", "gpt-4o", None): 2, ("gpt-4o", "gpt-4o-2024-08-06", None): 1,
                          ("gpt-4o-mini", None, "BadRequestError"): 1, ("gpt-4o-mini", "gpt-4o-mini", None): 1}
+
+
+def test_near_cap_is_crossed_exactly_where_utilization_reaches_near(otel):
+    # 2.7 / 3 is 0.9000000000000001 >= 0.9, while 3 * 0.9 is 2.7000000000000002 > 2.7: a use compared with
+    # limit * near alone would miss this crossing.
+    with ob.run("edge", budget=ob.Budget(max_usd=3, near=0.9)) as run:
+        run.charge(2.6)
+        assert [p.value for p in otel.metric_points("otel_budget.runs.near_cap")] == []
+        run.charge(0.1)
+        assert run.node.near_crossed
+    assert [p.value for p in otel.metric_points("otel_budget.runs.near_cap")] == [1]
+    with ob.run("below", budget=ob.Budget(max_usd=3, near=0.9)) as run:
+        run.charge(2.69)
+        assert not run.node.near_crossed
+
+
+def test_near_cap_counts_the_run_s_time(otel, llm, oai):
+    llm.default = Turn(text="x", input_tokens=10, output_tokens=1)
+    with ob.run("slow", budget=ob.Budget(max_seconds=3600, near=0.5)) as run:
+        ask(oai)
+        assert not run.node.near_crossed
+        run.node.started -= 1800  # half of max_seconds has passed
+        ask(oai)
+        assert run.node.near_crossed

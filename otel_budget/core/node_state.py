@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 #: The shared-scope store when `instrument(ledger=...)` names none: scopes shared within this process.
 _LOCAL_STORE = lg.MemoryLedger()
 _ids = itertools.count(1)
+#: A factor just below 1: `used >= limit * near * _BELOW` holds whenever `used / limit >= near` does, whatever the
+#: rounding of either side, so the division is only done near the threshold.
+_BELOW = 1 - 1e-9
 
 #: Ledger dimension -> (stop reason, Budget field).
 _DIM_REASON: dict[str, tuple[StopReason, str]] = {dim: (reason, f) for f, (dim, reason, _) in LIMITS.items()}
@@ -67,8 +70,14 @@ class NodeState:
         self.root: Self = parent.root if parent is not None else self
         self.depth: int = parent.depth + 1 if parent is not None else 1
         self.account = lg.Account(budget.limits(), name=name)
-        #: The positive limits of the run's own account (fixed for its life), read by `near_reached`.
-        self._near_limits = tuple((dim, limit) for dim, limit in self.account.limits.items() if limit > 0)
+        #: The positive limits of the run's own account (fixed for its life), read by `near_reached`: (dimension,
+        #: limit, a use just below limit * near, under which used / limit cannot reach near).
+        near = budget.near
+        self._near_limits = tuple((dim, limit, limit * near * _BELOW)
+                                  for dim, limit in self.account.limits.items() if limit > 0)
+        #: The same for the run's time: (max_seconds, just below max_seconds * near), or None.
+        self._near_seconds = (None if budget.max_seconds is None
+                              else (budget.max_seconds, budget.max_seconds * near * _BELOW))
         self.chain: tuple[Self, ...] = (self, *(parent.chain if parent is not None else ()))
         self.accounts = tuple(n.account for n in self.chain)
         self.path = frozenset(n.id for n in self.chain)
@@ -158,14 +167,17 @@ class NodeState:
         return max(self.utilization().values(), default=0.0)
 
     def near_reached(self) -> bool:
-        """`utilization_max() >= budget.near`, without building the utilization (asked after every settlement)."""
-        near = self.budget.near
+        """`utilization_max() >= budget.near`, without building the utilization (asked after every settlement): a
+        use below its threshold is far (one comparison), one at or above it is divided as `utilization` divides."""
         used = self.account.used
-        for dim, limit in self._near_limits:
-            if used[dim] / limit >= near:
+        for dim, limit, below in self._near_limits:
+            if used[dim] >= below and used[dim] / limit >= self.budget.near:
                 return True
-        seconds = self.budget.max_seconds
-        return seconds is not None and self.elapsed() / seconds >= near
+        seconds = self._near_seconds
+        if seconds is None:
+            return False
+        elapsed = time.monotonic() - self.started - self.paused_seconds
+        return elapsed >= seconds[1] and elapsed / seconds[0] >= self.budget.near
 
     def _paused_chain(self) -> float:
         paused = 0.0

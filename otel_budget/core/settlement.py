@@ -160,6 +160,6 @@ class NodeSettlement(NodeInFlight):
 
     def _check_near(self) -> None:
         for node in self.chain:
-            if not node.near_crossed and node.account.limits and node.near_reached():
+            if not node.near_crossed and node.near_reached():  # (a run with only max_seconds is near in time too)
                 node.near_crossed = True
                 config.get().telemetry.crossed_near(node)
