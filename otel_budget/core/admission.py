@@ -125,7 +125,7 @@ class NodeAdmission(NodeSettlement):
         adm.input_estimate = est_in
         pricing = None
         if "usd" in limited:
-            pricing = config.get().prices.lookup(provider, model)
+            adm.pricing = pricing = config.get().prices.lookup(provider, model)
             if pricing is None:
                 raise UnknownPriceError(
                     f"otel-budget: no price is known for model '{model}' (provider '{provider}') and this run has "

@@ -247,7 +247,9 @@ class Guard:
             if call.reported_cost is not None:
                 call.cost_usd, call.cost_source = call.reported_cost, "reported"
             elif usage is not None:
-                pricing = settings.prices.lookup(call.provider, call.model)
+                # (the price the admission looked up for the money cap, else the table's)
+                pricing = (self.admission.pricing if self.admission is not None and self.admission.pricing is not None
+                           else settings.prices.lookup(call.provider, call.model))
                 if pricing is None and call.response_model and call.response_model != call.model:
                     pricing = settings.prices.lookup(call.provider, call.response_model)
                 if pricing is not None:

@@ -24,6 +24,8 @@ from .progress import ProgressWatch
 if TYPE_CHECKING:
     from typing_extensions import Self
 
+    from .pricing import ModelPricing
+
 #: The shared-scope store when `instrument(ledger=...)` names none: scopes shared within this process.
 _LOCAL_STORE = lg.MemoryLedger()
 _ids = itertools.count(1)
@@ -40,7 +42,7 @@ class Admission:
 
     __slots__ = (
         "node", "amounts", "max_output_tokens", "set_max_tokens", "turn", "input_estimate", "shared",
-        "bound_by", "estimated", "prompt_shape", "thread", "no_tools",
+        "bound_by", "estimated", "prompt_shape", "thread", "no_tools", "pricing",
     )
 
     def __init__(self, node: NodeState, amounts: dict[str, float]) -> None:
@@ -56,6 +58,7 @@ class Admission:
         self.prompt_shape: tuple[str, tuple[str, ...], tuple[int, ...]] | None = None  # see _prompt_shape
         self.thread: int | None = None  # the task or thread that holds the call in flight (None once settled)
         self.no_tools = False  # no tool call remains (max_tool_calls): the call goes without tools, so it can answer
+        self.pricing: ModelPricing | None = None  # the model's price, when a money cap made the admission look it up
 
 
 class NodeState:
