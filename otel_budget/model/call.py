@@ -70,11 +70,12 @@ class ModelCall:
         self.provider = provider
         self.operation = operation
         self.model = model or "unknown"
-        self.max_output_tokens = max_output_tokens if _is_count(max_output_tokens) else None
+        self.max_output_tokens = (max_output_tokens if max_output_tokens is None or _is_count(max_output_tokens)
+                                  else None)
         self.stream = stream
         # How many answers the request asks for (OpenAI `n`, Gemini `candidateCount`): each may write up to the
         # output limit.
-        self.choices = choices if _is_count(choices) and choices >= 1 else 1
+        self.choices = choices if type(choices) is int and choices == 1 or _is_count(choices) and choices >= 1 else 1
         # The request body and the key of its message list, for a tighter input bound (see RunNode.admit).
         self.prompt: tuple[dict[str, Any], str] | None = None
         # Where the request's tool results are (body, key), when not in `prompt`: read for stalls before admission.
