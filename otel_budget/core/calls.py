@@ -211,7 +211,7 @@ class Guard:
             usage.input_tokens = max(est_in, usage.cache_read + usage.cache_write)
         if "output_tokens" in usage.missing:
             usage.output_tokens = max(est_out, usage.reasoning)
-        usage.missing.clear()
+        usage.missing = frozenset()
         return usage
 
     def _settle(self) -> None:
@@ -221,9 +221,9 @@ class Guard:
             usage = call.usage
             if usage is not None:  # no input at all, or no output for an answer with text, is not believed
                 if usage.input_tokens == 0:
-                    usage.missing.add("input_tokens")
+                    usage.missing |= {"input_tokens"}
                 if usage.output_tokens == 0 and call.output_chars:
-                    usage.missing.add("output_tokens")
+                    usage.missing |= {"output_tokens"}
                 reported_input = "input_tokens" not in usage.missing
                 if usage.problems:
                     log.warning("otel-budget: the usage reported for a call to %s makes no sense (%s); counted as "

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+_NONE: frozenset[str] = frozenset()
+
 
 class TokenUsage:
     """Usage normalized to the conventions: input includes cached tokens, output includes reasoning.
@@ -19,8 +21,9 @@ class TokenUsage:
     def __init__(
         self, input_tokens: Any, output_tokens: Any, cache_read: Any = 0, cache_write: Any = 0, reasoning: Any = 0
     ) -> None:
-        self.missing: set[str] = set()
-        self.problems: list[str] = []
+        #: Counts not reported (a new set when one is added: most usage has none, so none is made per call).
+        self.missing: frozenset[str] = _NONE
+        self.problems: tuple[str, ...] = ()
         # A plain non-negative int (what servers send) is taken as it is; anything else is read by _count.
         self.input_tokens = (input_tokens if type(input_tokens) is int and input_tokens >= 0
                              else self._count("input_tokens", input_tokens, required=True))
@@ -34,21 +37,21 @@ class TokenUsage:
     def _count(self, name: str, value: Any, required: bool = False) -> int:
         if value is None:
             if required:
-                self.missing.add(name)
+                self.missing |= {name}
             return 0
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            self.problems.append(f"{name}={value!r}")
+            self.problems += (f"{name}={value!r}",)
             if required:
-                self.missing.add(name)
+                self.missing |= {name}
             return 0
         if value < 0:
-            self.problems.append(f"{name}={value!r}")
+            self.problems += (f"{name}={value!r}",)
             return 0
         return int(value)
 
     def set_output(self, value: Any) -> None:
         """Replace the output count (a stream's final count), read as the constructor reads it."""
-        self.missing.discard("output_tokens")
+        self.missing -= {"output_tokens"}
         self.output_tokens = self._count("output_tokens", value, required=True)
 
     def __repr__(self) -> str:
