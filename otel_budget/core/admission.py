@@ -158,7 +158,7 @@ class NodeAdmission(NodeSettlement):
                 if usd_room < room:
                     adm.bound_by, room = "usd", usd_room
             room = room / n  # each of the n answers may write up to the limit
-            if room <= AUTO_MAX_TOKENS_CEILING and self._auto_max_tokens():
+            if room <= AUTO_MAX_TOKENS_CEILING and self.auto_max_tokens:
                 out = max(0, int(room))
                 adm.set_max_tokens = out >= 1
             else:

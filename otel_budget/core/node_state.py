@@ -85,6 +85,8 @@ class NodeState:
         self.accounts = tuple(n.account for n in self.chain)
         self.path = frozenset(n.id for n in self.chain)
         self.strict = any(n.budget.strict for n in self.chain)  # every input reserved at its bound (Budget.strict)
+        #: Whether the enforcer may set a request's output limit (Budget.auto_max_tokens in every run of the chain).
+        self.auto_max_tokens = all(n.budget.auto_max_tokens for n in self.chain)
         self.lock: threading.Lock = parent.lock if parent is not None else threading.Lock()
         self.started = time.monotonic()
         self.paused_seconds = 0.0
@@ -211,9 +213,6 @@ class NodeState:
                 *(acc.limits for acc in self.accounts), *(scope.limits() for scope in self.scopes)
             )
         return limited
-
-    def _auto_max_tokens(self) -> bool:
-        return all(n.budget.auto_max_tokens for n in self.chain)
 
     trace_id: str | None = None
     span_id: str | None = None
