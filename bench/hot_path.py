@@ -324,6 +324,7 @@ def bytecode_counts(args: argparse.Namespace) -> None:
     print("|---|---|---:|---:|")
     for kind in args.kinds:
         got: dict[str, Any] = {}
+        got_fp: dict[str, Any] = {}
         for name in configs:
             if name in (BARE, PEER) and kind == "wrapper":
                 continue
@@ -333,6 +334,8 @@ def bytecode_counts(args: argparse.Namespace) -> None:
                 undo = PEERS[0].setup(slot.tp) if name == PEER else (lambda: None)
                 try:
                     got[name] = bytecodes.count(fn, slot.client, n)
+                    if args.footprint:
+                        got_fp[name] = bytecodes.footprint(fn, slot.client)
                 finally:
                     undo()
                 continue
@@ -340,6 +343,8 @@ def bytecode_counts(args: argparse.Namespace) -> None:
             try:
                 with slot.pkg.run("bench-hot", budget=budget(slot.pkg)):
                     got[name] = bytecodes.count(fn, slot.client, n)
+                    if args.footprint:
+                        got_fp[name] = bytecodes.footprint(fn, slot.client)
             finally:
                 slot.pkg.uninstrument()
         total = {name: sum(c.values()) / n for name, c in got.items()}
@@ -350,6 +355,8 @@ def bytecode_counts(args: argparse.Namespace) -> None:
         if BARE in total and PEER in total:
             print(f"{kind}: overhead, work tree / best peer "
                   f"{(total[WORK] - total[BARE]) / (total[PEER] - total[BARE]):.3f}")
+        if args.footprint:
+            _footprints(got_fp, kind, args.top)
         if args.top and BARE in got:
             base = got[BARE]
             added = {key: (value - base.get(key, 0)) / n for key, value in got[WORK].items()}
@@ -361,6 +368,26 @@ def bytecode_counts(args: argparse.Namespace) -> None:
                               if abs(value) >= 1))
             for key, value in sorted(added.items(), key=lambda x: -x[1])[: args.top]:
                 print(f"  {value:+8,.0f}  {key}")
+
+
+def _footprints(got: dict[str, Any], kind: str, top: int) -> None:
+    """The code each configuration's call runs beyond the bare SDK's (see bytecodes.footprint)."""
+    import bytecodes
+
+    base_lines, base_codes = got.get(BARE, (set(), set()))
+    for name, (lines, codes) in got.items():
+        if name == BARE:
+            continue
+        extra = lines - base_lines
+        print(f"{kind}: {name}: {len(extra):,} lines of bytecode ({len(extra) * bytecodes.LINE / 1024:.1f} kB) in "
+              f"{len(codes - base_codes)} code objects beyond the bare SDK's")
+        if top and name == WORK:
+            by_file: dict[str, int] = {}
+            for code, _ in extra:
+                where = bytecodes._where(code).split(":", 1)[0]
+                by_file[where] = by_file.get(where, 0) + 1
+            print(f"{kind}: the work tree's lines by file: "
+                  + ", ".join(f"{f} {v}" for f, v in sorted(by_file.items(), key=lambda x: -x[1])[:top]))
 
 
 def main() -> None:
@@ -381,6 +408,8 @@ def main() -> None:
     ap.add_argument("--icount-calls", type=int, default=100, help="N of --icount and --bytecodes")
     ap.add_argument("--bytecodes", action="store_true", help="count bytecodes executed (sys.settrace) per call")
     ap.add_argument("--top", type=int, default=0, help="--bytecodes with --bare: the work tree's top functions")
+    ap.add_argument("--footprint", action="store_true",
+                    help="--bytecodes: also the lines of bytecode a call runs beyond the bare SDK's (bytecodes.footprint)")
     ap.add_argument("--peer", action="store_true", help="--icount, --bytecodes: OTel contrib GenAI (openai-v2) too")
     ap.add_argument("--one", nargs=3, metavar=("CONFIG", "KIND", "N"), help=argparse.SUPPRESS)
     args = ap.parse_args()
