@@ -214,36 +214,52 @@ class Guard:
         usage.missing = frozenset()
         return usage
 
+    def _believed(self, usage: TokenUsage | None) -> tuple[TokenUsage | None, bool]:
+        """The usage to count when some of it was not reported or is not believed (no input at all, or no output for
+        an answer with text), estimated where it must be; and whether the input count was reported."""
+        call = self.call
+        if usage is not None:
+            if usage.input_tokens == 0:
+                usage.missing |= {"input_tokens"}
+            if usage.output_tokens == 0 and call.output_chars:
+                usage.missing |= {"output_tokens"}
+            reported_input = "input_tokens" not in usage.missing
+            if usage.problems:
+                log.warning("otel-budget: the usage reported for a call to %s makes no sense (%s); counted as "
+                            "0 when negative, else estimated", call.model, ", ".join(usage.problems))
+            if usage.missing:
+                usage = call.usage = self._estimated(usage)
+                call.usage_estimated = True
+            return usage, reported_input
+        if call.error is None or call.output_chars or call.stream:
+            # No usage reported (abandoned stream, raw response): the best estimate, never zero.
+            usage = self._estimated(None)
+            call.usage = usage
+            call.usage_estimated = usage is not None
+        return usage, False
+
+    def _check_reported_cost(self) -> None:
+        """A cost the provider reported that is no amount of money is dropped: the call is priced from its usage."""
+        call = self.call
+        cost = call.reported_cost
+        if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not math.isfinite(cost) or cost < 0:
+            log.warning("otel-budget: a call to %s reported a cost of %r; priced from its usage instead",
+                        call.model, call.reported_cost)
+            call.reported_cost = None
+
     def _settle(self) -> None:
         call, node = self.call, self.node
         settings = config.get()
         try:
             usage = call.usage
-            if usage is not None:  # no input at all, or no output for an answer with text, is not believed
-                if usage.input_tokens == 0:
-                    usage.missing |= {"input_tokens"}
-                if usage.output_tokens == 0 and call.output_chars:
-                    usage.missing |= {"output_tokens"}
-                reported_input = "input_tokens" not in usage.missing
-                if usage.problems:
-                    log.warning("otel-budget: the usage reported for a call to %s makes no sense (%s); counted as "
-                                "0 when negative, else estimated", call.model, ", ".join(usage.problems))
-                if usage.missing:
-                    usage = call.usage = self._estimated(usage)
-                    call.usage_estimated = True
+            # The usual case in few lines (every count reported and believable); the rest in `_believed`.
+            if (usage is not None and usage.input_tokens and not usage.missing and not usage.problems
+                    and (usage.output_tokens or not call.output_chars)):
+                reported_input = True
             else:
-                reported_input = False
-                if call.error is None or call.output_chars or call.stream:
-                    # No usage reported (abandoned stream, raw response): the best estimate, never zero.
-                    usage = self._estimated(None)
-                    call.usage = usage
-                    call.usage_estimated = usage is not None
-            cost = call.reported_cost
-            if cost is not None and (isinstance(cost, bool) or not isinstance(cost, (int, float))
-                                     or not math.isfinite(cost) or cost < 0):
-                log.warning("otel-budget: a call to %s reported a cost of %r; priced from its usage instead",
-                            call.model, call.reported_cost)
-                call.reported_cost = None
+                usage, reported_input = self._believed(usage)
+            if call.reported_cost is not None:
+                self._check_reported_cost()
             if call.reported_cost is not None:
                 call.cost_usd, call.cost_source = call.reported_cost, "reported"
             elif usage is not None:
