@@ -15,6 +15,11 @@ and 2N times in fresh processes: the difference over N), which a loaded machine 
 under the package's own name, each copy first on its processes' path (the same code counted 0.1% apart that way,
 1% apart as `otel_budget_ref`).
 
+`--peer` adds OTel contrib GenAI (openai-v2); with kind `wrapper`, its wrapper of `Completions.create` alone (the SDK
+replaced by a function, `peer_wrapper_call`), so the two wrappers compare without the SDK around them. `--branches`
+counts, beside the instructions, the branches cachegrind's simulated predictor misses (conditional and indirect: the
+interpreter dispatches every bytecode through an indirect jump).
+
 Prints a table; writes nothing. How the figures in results.md were made:
 - "Second pass" (hot-span): `--kinds wrapper --calls 300 --reps 15` (alternated blocks, one batch each);
 - "The openai adapter" (hot-openai): `--kinds plain,stream --bare --shuffle --calls 30 --streams 8 --batches 5
@@ -100,6 +105,25 @@ def wrapper_call(pkg: Any) -> Callable[[Any], None]:
     return one
 
 
+def peer_wrapper_call() -> Callable[[Any], None]:
+    """One call through the peer's wrapper of `Completions.create` (OTel contrib openai-v2, instrumented by the
+    caller first) with the SDK replaced by a function returning a parsed completion: the peer's own work alone, as
+    `wrapper_call` is ours."""
+    from openai.resources.chat.completions import Completions
+    from openai.types.chat import ChatCompletion
+
+    result = ChatCompletion.model_validate_json(_COMPLETION)
+    wrapper = Completions.create._self_wrapper  # type: ignore[attr-defined]  # wrapt: the peer's function
+
+    def send(*args: Any, **kwargs: Any) -> Any:
+        return result
+
+    def one(client: Any) -> None:
+        wrapper(send, client.chat.completions, (), {"model": MODEL, "messages": MESSAGES})
+
+    return one
+
+
 class Slot:
     """One configuration: the package it instruments with (None: the bare SDK), its exporter and client."""
 
@@ -114,13 +138,28 @@ class Slot:
 
     def fn(self, kind: str) -> Callable[[Any], None]:
         if kind not in self.calls:
-            self.calls[kind] = wrapper_call(self.pkg) if kind == "wrapper" and self.pkg else CALLS[
-                "plain" if kind == "wrapper" else kind]
+            if kind == "wrapper" and self.name == PEER:
+                self.calls[kind] = peer_wrapper_call()  # (the peer is instrumented: its wrapper is read now)
+            else:
+                self.calls[kind] = wrapper_call(self.pkg) if kind == "wrapper" and self.pkg else CALLS[
+                    "plain" if kind == "wrapper" else kind]
         return self.calls[kind]
 
     def time(self, kind: str, n: int, batches: int) -> float:
         """us per call: the fastest of `batches` batches of n calls, inside a budgeted run."""
-        fn, pkg = self.fn(kind), self.pkg
+        pkg = self.pkg
+        if pkg is None and self.name == PEER:  # the peer, instrumented for the slot (its wrapper read anew)
+            from peers import PEERS
+
+            undo = PEERS[0].setup(self.tp)
+            try:
+                fn = peer_wrapper_call() if kind == "wrapper" else CALLS[kind]
+                timed(fn, self.client, 10)
+                return min(timed(fn, self.client, n) for _ in range(batches))
+            finally:
+                undo()
+                self.exporter.clear()
+        fn = self.fn(kind)
         if pkg is None:
             timed(fn, self.client, 5)
             return min(timed(fn, self.client, n) for _ in range(batches))
@@ -143,6 +182,8 @@ def measure(args: argparse.Namespace, ref: Any) -> dict[tuple[str, str], list[fl
     import otel_budget
 
     slots = [Slot(f"{REF} {args.ref}", ref, args.meter), Slot(WORK, otel_budget, args.meter)]
+    if args.peer:
+        slots.append(Slot(PEER, None, args.meter))
     bare = Slot(BARE, None, False) if args.bare else None
     rng = random.Random(args.seed)
     n = {"wrapper": args.calls, "plain": args.calls, "stream": args.streams, "usage": args.streams}
@@ -165,7 +206,7 @@ def report(samples: dict[tuple[str, str], list[float]], args: argparse.Namespace
     print("|---|---|---:|---:|---:|---:|")
     for kind in args.kinds:
         bare = samples.get((BARE, kind))
-        for name in ([BARE] if bare else []) + [ref_name, WORK]:
+        for name in ([BARE] if bare else []) + [ref_name, WORK] + ([PEER] if args.peer else []):
             values = samples[(name, kind)]
             paired = m2m = ""
             if bare and name != BARE:
@@ -177,6 +218,10 @@ def report(samples: dict[tuple[str, str], list[float]], args: argparse.Namespace
         diffs = [y - x for x, y in zip(a, b, strict=True)]
         print(f"{kind}: work tree - ref, median of paired differences {statistics.median(diffs):+.1f} us/call "
               f"({statistics.median(diffs) / statistics.median(a) * 100:+.1f}%)")
+        if args.peer and kind == "wrapper":  # the wrappers alone: no bare SDK to subtract
+            p = samples[(PEER, kind)]
+            print(f"{kind}: work tree / best peer, min {min(b) / min(p):.3f}, median of paired ratios "
+                  f"{statistics.median(y / x for x, y in zip(p, b, strict=True)):.3f}")
 
 
 # --- instruction counts ------------------------------------------------------------------------------------
@@ -195,14 +240,14 @@ def _one(pkg_name: str, kind: str, n: int, ref: str) -> None:
     if pkg_name == REF and Path(pkg.__file__).resolve().parent.parent != Path(ref).resolve():  # type: ignore[union-attr]
         raise SystemExit(f"the ref's process imported {pkg.__file__}, not the copy in {ref}")  # type: ignore[union-attr]
     slot = Slot(pkg_name, pkg, False)
-    fn = slot.fn(kind)
     if pkg is None:
         if pkg_name == PEER:
             from peers import PEERS
 
             PEERS[0].setup(slot.tp)
-        _counted(fn, slot.client, n)
+        _counted(slot.fn(kind), slot.client, n)
         return
+    fn = slot.fn(kind)
     pkg.instrument(tracer_provider=slot.tp)
     with pkg.run("bench-hot", budget=budget(pkg)):
         _counted(fn, slot.client, n)
@@ -230,15 +275,18 @@ def _frozen_work_tree() -> dict[str, str]:
             "PYTHONPATH": os.pathsep.join(filter(None, [str(where), os.environ.get("PYTHONPATH")]))}
 
 
-def valgrind_events(argv: list[str], env: dict[str, str], misses: bool = False) -> dict[str, int]:
+def valgrind_events(argv: list[str], env: dict[str, str], misses: bool = False,
+                    branches: bool = False) -> dict[str, int]:
     """Events of one counted Python process (`python argv...`): {"Ir": instructions} (callgrind), with `misses` also
-    {"I1mr", "D1mr"}: the first-level cache misses of cachegrind's simulated caches (instruction and data reads)."""
-    tool = "cachegrind" if misses else "callgrind"
+    {"I1mr", "D1mr"}: the first-level cache misses of cachegrind's simulated caches (instruction and data reads), with
+    `branches` {"Bcm", "Bim"}: the conditional and indirect branches its simulated predictor missed."""
+    tool = "cachegrind" if misses or branches else "callgrind"
+    sims = ([f"--cache-sim={'yes' if misses else 'no'}", f"--branch-sim={'yes' if branches else 'no'}"]
+            if tool == "cachegrind" else [])
     with tempfile.TemporaryDirectory() as where:
         out_file = Path(where) / "out"
         done = subprocess.run(
-            ["valgrind", f"--tool={tool}", *(["--cache-sim=yes"] if misses else []), f"--{tool}-out-file={out_file}",
-             sys.executable, *argv],
+            ["valgrind", f"--tool={tool}", *sims, f"--{tool}-out-file={out_file}", sys.executable, *argv],
             capture_output=True, text=True, env=env, check=False,
         )
         if done.returncode != 0 or not out_file.exists():
@@ -249,12 +297,13 @@ def valgrind_events(argv: list[str], env: dict[str, str], misses: bool = False) 
                 events = line.split()[1:]
             elif line.startswith(("summary:", "totals:")):
                 got = dict(zip(events, map(int, line.split()[1:]), strict=False))
-                return {k: got[k] for k in ("Ir", "I1mr", "D1mr") if k in got}
+                return {k: got[k] for k in ("Ir", "I1mr", "D1mr", "Bcm", "Bim") if k in got}
     raise SystemExit("valgrind wrote no totals")
 
 
-def _instructions(pkg_name: str, kind: str, n: int, ref: str, env: dict[str, str], misses: bool) -> dict[str, int]:
-    return valgrind_events([__file__, "--one", pkg_name, kind, str(n), "--ref", ref], env, misses)
+def _instructions(pkg_name: str, kind: str, n: int, ref: str, env: dict[str, str], misses: bool,
+                  branches: bool) -> dict[str, int]:
+    return valgrind_events([__file__, "--one", pkg_name, kind, str(n), "--ref", ref], env, misses, branches)
 
 
 def icount(args: argparse.Namespace) -> None:
@@ -274,29 +323,41 @@ def icount(args: argparse.Namespace) -> None:
     args.ref = str(archive)
     ref_env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(archive), os.environ.get("PYTHONPATH")]))}
     names = ([BARE] if args.bare else []) + ([PEER] if args.peer else []) + [REF, WORK]
-    tool = "cachegrind, simulated caches" if args.misses else "callgrind"
+    tool = ("cachegrind, simulated caches" if args.misses else "cachegrind, simulated branch prediction"
+            if args.branches else "callgrind")
     print(f"instructions per call ({tool}, {n} and {2 * n} calls after 10 warm-up calls, every limit on)")
-    if args.misses:
+    if args.branches:
+        print("| kind | configuration | instructions/call | overhead over bare | mispredicted branches/call "
+              "(conditional + indirect) | over bare |")
+        print("|---|---|---:|---:|---:|---:|")
+    elif args.misses:
         print("| kind | configuration | instructions/call | overhead over bare | L1 misses/call | misses over bare |")
         print("|---|---|---:|---:|---:|---:|")
     else:
         print("| kind | configuration | instructions/call | overhead over bare |")
         print("|---|---|---:|---:|")
     jobs = [(name, kind, calls) for kind in args.kinds for name in names for calls in (n, 2 * n)
-            if not (name in (BARE, PEER) and kind == "wrapper")]
+            if not (name == BARE and kind == "wrapper")]
     with ThreadPoolExecutor(os.cpu_count() or 1) as pool:  # each job is a process: one per core
         events = dict(zip(jobs, pool.map(
-            lambda job: _instructions(job[0], job[1], job[2], args.ref, ref_env if job[0] == REF else env, args.misses),
+            lambda job: _instructions(job[0], job[1], job[2], args.ref, ref_env if job[0] == REF else env, args.misses,
+                                      args.branches),
             jobs), strict=True))
     for kind in args.kinds:
         per = {name: {k: (events[(name, kind, 2 * n)][k] - events[(name, kind, n)][k]) / n
                       for k in events[(name, kind, n)]} for name in names if (name, kind, n) in events}
         got = {name: e["Ir"] for name, e in per.items()}
         missed = {name: e.get("I1mr", 0) + e.get("D1mr", 0) for name, e in per.items()}
+        mispredicted = {name: e.get("Bcm", 0) + e.get("Bim", 0) for name, e in per.items()}
         for name, count in got.items():
             over = f"{count - got[BARE]:+,.0f}" if BARE in got and name != BARE else ""
             label = f"{REF} {given}" if name == REF else name
-            if args.misses:
+            if args.branches:
+                more = f"{mispredicted[name] - mispredicted[BARE]:+,.0f}" if BARE in got and name != BARE else ""
+                e = per[name]
+                print(f"| {kind} | {label} | {count:,.0f} | {over} | {mispredicted[name]:,.0f} ({e.get('Bcm', 0):,.0f} + "
+                      f"{e.get('Bim', 0):,.0f}) | {more} |")
+            elif args.misses:
                 more = f"{missed[name] - missed[BARE]:+,.0f}" if BARE in got and name != BARE else ""
                 print(f"| {kind} | {label} | {count:,.0f} | {over} | {missed[name]:,.0f} | {more} |")
             else:
@@ -306,6 +367,9 @@ def icount(args: argparse.Namespace) -> None:
             over = {name: got[name] - got[BARE] for name in got if name != BARE}
             print(f"{kind}: overhead, work tree / ref {over[WORK] / over[REF]:.3f}"
                   + (f"; work tree / best peer {over[WORK] / over[PEER]:.3f}" if PEER in over else ""))
+        elif kind == "wrapper" and PEER in got:  # the wrappers alone: no bare SDK in either
+            print(f"{kind}: work tree / best peer {got[WORK] / got[PEER]:.3f}"
+                  + (f"; mispredicted branches {mispredicted[WORK] / mispredicted[PEER]:.3f}" if args.branches else ""))
 
 
 def bytecode_counts(args: argparse.Namespace) -> None:
@@ -326,19 +390,20 @@ def bytecode_counts(args: argparse.Namespace) -> None:
         got: dict[str, Any] = {}
         got_fp: dict[str, Any] = {}
         for name in configs:
-            if name in (BARE, PEER) and kind == "wrapper":
+            if name == BARE and kind == "wrapper":
                 continue
             slot = Slot(name, {REF: ref, WORK: otel_budget}.get(name), False)
-            fn = slot.fn(kind)
             if slot.pkg is None:
                 undo = PEERS[0].setup(slot.tp) if name == PEER else (lambda: None)
                 try:
+                    fn = slot.fn(kind)
                     got[name] = bytecodes.count(fn, slot.client, n)
                     if args.footprint:
                         got_fp[name] = bytecodes.footprint(fn, slot.client)
                 finally:
                     undo()
                 continue
+            fn = slot.fn(kind)
             slot.pkg.instrument(tracer_provider=slot.tp)
             try:
                 with slot.pkg.run("bench-hot", budget=budget(slot.pkg)):
@@ -403,6 +468,8 @@ def main() -> None:
     ap.add_argument("--meter", action="store_true", help="an SDK MeterProvider with an in-memory reader")
     ap.add_argument("--bare", action="store_true", help="the bare SDK before and after each repetition")
     ap.add_argument("--icount", action="store_true", help="count instructions (valgrind) instead of timing")
+    ap.add_argument("--branches", action="store_true",
+                    help="--icount under cachegrind: mispredicted branches (simulated) beside the instructions")
     ap.add_argument("--misses", action="store_true",
                     help="--icount under cachegrind: first-level cache misses (simulated) beside the instructions")
     ap.add_argument("--icount-calls", type=int, default=100, help="N of --icount and --bytecodes")
@@ -410,7 +477,8 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=0, help="--bytecodes with --bare: the work tree's top functions")
     ap.add_argument("--footprint", action="store_true",
                     help="--bytecodes: also the lines of bytecode a call runs beyond the bare SDK's (bytecodes.footprint)")
-    ap.add_argument("--peer", action="store_true", help="--icount, --bytecodes: OTel contrib GenAI (openai-v2) too")
+    ap.add_argument("--peer", action="store_true", help="OTel contrib GenAI (openai-v2) too (with kind wrapper: its "
+                    "wrapper alone, see peer_wrapper_call)")
     ap.add_argument("--one", nargs=3, metavar=("CONFIG", "KIND", "N"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
