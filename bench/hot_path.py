@@ -445,7 +445,7 @@ def _footprints(got: dict[str, Any], kind: str, top: int) -> None:
             continue
         extra = lines - base_lines
         print(f"{kind}: {name}: {len(extra):,} lines of bytecode ({len(extra) * bytecodes.LINE / 1024:.1f} kB) in "
-              f"{len(codes - base_codes)} code objects beyond the bare SDK's")
+              f"{len(codes - base_codes)} code objects" + (" beyond the bare SDK's" if BARE in got else ""))
         if top and name == WORK:
             by_file: dict[str, int] = {}
             for code, _ in extra:
