@@ -36,6 +36,11 @@ def newest_results(body: Any, key: str) -> list[tuple[str | None, str | None, An
     items = body.get(key) if isinstance(body, dict) else None
     if not isinstance(items, list) or not items:
         return []
+    last = items[-1]
+    # The usual request ends with a text message (the user's): nothing after the last assistant turn is a result.
+    if (type(last) is dict and type(last.get("content")) is str and last.get("role") != "tool"
+            and "parts" not in last and last.get("type") != "function_call_output"):
+        return []
     out: list[tuple[str | None, str | None, Any]] = []
     for item in reversed(items):
         if not isinstance(item, dict):
