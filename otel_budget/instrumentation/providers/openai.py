@@ -35,6 +35,15 @@ def chat_usage(usage: Any) -> TokenUsage | None:
     """OpenAI chat usage: prompt_tokens already includes cached tokens."""
     if usage is None:
         return None
+    if type(usage) is dict:  # a stream's usage-only event read from its JSON: dicts all the way down
+        details, out_details = usage.get("prompt_tokens_details"), usage.get("completion_tokens_details")
+        return TokenUsage(
+            usage.get("prompt_tokens"),
+            usage.get("completion_tokens"),
+            cache_read=(details.get("cached_tokens") if type(details) is dict else _get(details, "cached_tokens")) or 0,
+            reasoning=(out_details.get("reasoning_tokens") if type(out_details) is dict
+                       else _get(out_details, "reasoning_tokens")) or 0,
+        )
     get = getattr if type(usage) is _TYPED[2] else _get
     details = get(usage, "prompt_tokens_details", None)
     out_details = get(usage, "completion_tokens_details", None)
