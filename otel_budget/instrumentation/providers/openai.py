@@ -332,7 +332,8 @@ class OpenAIAdapter:
 
     def describe(self, options: Any, stream: bool) -> ModelCall | None:
         url = options.url
-        if options.method.lower() != "post" or url not in (_CHAT, _RESPONSES):
+        method = options.method
+        if method != "post" and method.lower() != "post" or url not in (_CHAT, _RESPONSES):
             return None
         body = options.json_data if isinstance(options.json_data, dict) else {}
         if url == _CHAT:
