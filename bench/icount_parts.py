@@ -5,7 +5,8 @@ exists is frozen and the collector is off), inside a budgeted run with every lim
 and a no-op tracer; the difference over N is the part's instructions. No SDK: `hot_path.py --icount` counts
 whole calls through the real SDK, this says which part of ours they are made of. An empty part shows the loop's own cost (about 500).
 
-Run: `.venv/bin/python bench/icount_parts.py [--calls 400] [--parts admit_settle,reserve_release,...]`.
+Run: `.venv/bin/python bench/icount_parts.py [--calls 400] [--parts admit_settle,reserve_release,...] [--branches]`
+(`--branches`: the mispredicted branches of cachegrind's simulated predictor too; see results.md on why they matter).
 """
 
 from __future__ import annotations
@@ -127,18 +128,20 @@ def _child(name: str, n: int) -> None:
         part()
 
 
-def _count(name: str, n: int) -> int:
+def _count(name: str, n: int, branches: bool = False) -> dict[str, int]:
     from hot_path import valgrind_events
 
     env = {**os.environ, "PYTHONHASHSEED": "0",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    return valgrind_events([__file__, "--one", name, str(n)], env)["Ir"]
+    return valgrind_events([__file__, "--one", name, str(n)], env, branches=branches)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--calls", type=int, default=400, help="N")
     ap.add_argument("--parts", default="", help="comma-separated part names (default: all)")
+    ap.add_argument("--branches", action="store_true",
+                    help="also the branches cachegrind's simulated predictor misses (conditional + indirect)")
     ap.add_argument("--one", nargs=2, metavar=("PART", "N"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
@@ -150,12 +153,15 @@ def main() -> None:
     n = args.calls
     jobs = [(name, calls) for name in names for calls in (n, 2 * n)]
     with ThreadPoolExecutor(os.cpu_count() or 1) as pool:  # each job is a process: one per core
-        counts = dict(zip(jobs, pool.map(lambda job: _count(*job), jobs), strict=True))
-    print(f"instructions per part (callgrind, {n} and {2 * n} runs after 20 warm-up runs, every limit on)")
-    print("| part | instructions |")
-    print("|---|---:|")
+        counts = dict(zip(jobs, pool.map(lambda job: _count(*job, branches=args.branches), jobs), strict=True))
+    tool = "cachegrind, simulated branch prediction" if args.branches else "callgrind"
+    print(f"instructions per part ({tool}, {n} and {2 * n} runs after 20 warm-up runs, every limit on)")
+    print("| part | instructions |" + (" mispredicted branches (conditional + indirect) |" if args.branches else ""))
+    print("|---|---:|" + ("---:|" if args.branches else ""))
     for name in names:
-        print(f"| {name} | {(counts[(name, 2 * n)] - counts[(name, n)]) / n:,.0f} |")
+        per = {k: (counts[(name, 2 * n)][k] - counts[(name, n)][k]) / n for k in counts[(name, n)]}
+        more = (f" {per['Bcm'] + per['Bim']:,.0f} ({per['Bcm']:,.0f} + {per['Bim']:,.0f}) |" if args.branches else "")
+        print(f"| {name} | {per['Ir']:,.0f} |{more}")
 
 
 if __name__ == "__main__":
