@@ -10,6 +10,7 @@ import json
 import logging
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
@@ -83,11 +84,11 @@ def _start(adapter: Adapter, instance: Any, args: tuple[Any, ...], kwargs: dict[
         call.base_url = _url_text(base_url)
     size = _wire.RequestSize(options, _wire.encoder(instance))
     try:
-        guard = calls.begin(
+        guard = calls.begin(  # (partials, not lambdas: a lambda makes the variables it reads cells on every call)
             call,
             size,
-            summarizer=lambda: _safe(adapter, instance, call),
-            capture_input=lambda: _capture(adapter, options),
+            summarizer=partial(_safe, adapter, instance, call),
+            capture_input=partial(_capture, adapter, options),
         )  # BudgetExceeded / UnknownPriceError propagate: a budget decision
     except calls.BudgetExceeded as exc:
         mark_refused(call.operation, call.model, exc.reason.value, exc.limit)
@@ -162,13 +163,17 @@ def _after(adapter: Adapter, guard: calls.Guard, call: calls.ModelCall, options:
         size.sent(result)
         if stream:  # the body is the stream
             return RawStreamResponse(result, guard, adapter.accumulator(call, options), is_async)
-        return RawResponse(result, guard, lambda parsed: adapter.read(parsed, call))
+        return RawResponse(result, guard, partial(_read_parsed, adapter, call))
     try:
         adapter.read(result, call)
     except Exception:  # noqa: BLE001
         log.debug("otel-budget: could not read a response", exc_info=True)
     guard.finish()
     return result
+
+
+def _read_parsed(adapter: Adapter, call: calls.ModelCall, parsed: Any) -> None:
+    adapter.read(parsed, call)
 
 
 def _without_usage(adapter: Adapter, options: Any, guard: calls.Guard, instance: Any, size: _wire.RequestSize) -> bool:
@@ -201,7 +206,7 @@ def sync_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
             return wrapped(*args, **kwargs)
         send = wrapped
         if call.injected_usage:  # a server may reject the stream_options we added: sent once more without them
-            send = _stream_usage.resending(wrapped, guard, lambda: _without_usage(adapter, options, guard, instance, size))
+            send = _stream_usage.resending(wrapped, guard, partial(_without_usage, adapter, options, guard, instance, size))
         if touches(wrapped):  # another instrumentor's wrapper inside ours, or gated above (see _peers)
             with sending(wrapped):
                 result = guard.send(send, *args, **kwargs)
@@ -222,7 +227,7 @@ def async_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
     async def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if _IN_CALL.get() or not config.get().instrumented:
             return await wrapped(*args, **kwargs)
-        started = await admit_async(lambda: _start(adapter, instance, args, kwargs))
+        started = await admit_async(partial(_start, adapter, instance, args, kwargs))
         if started is None:
             return await wrapped(*args, **kwargs)
         guard, call, options, stream, size = started
@@ -230,7 +235,7 @@ def async_wrapper(adapter: Adapter):  # type: ignore[no-untyped-def]
             return await wrapped(*args, **kwargs)
         send = wrapped
         if call.injected_usage:
-            send = _stream_usage.aresending(wrapped, guard, lambda: _without_usage(adapter, options, guard, instance, size))
+            send = _stream_usage.aresending(wrapped, guard, partial(_without_usage, adapter, options, guard, instance, size))
         if touches(wrapped):
             with sending(wrapped):
                 result = await guard.asend(send, *args, **kwargs)
