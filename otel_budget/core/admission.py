@@ -7,6 +7,7 @@ import json
 import math
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from ..model.budget import StopReason
@@ -30,6 +31,10 @@ _OUTPUT_FIELDS = frozenset({
     "max_tokens", "max_completion_tokens", "max_output_tokens", "temperature", "top_p", "top_k", "stream",
     "stream_options", "n", "seed", "stop", "stop_sequences", "metadata", "user", "store", "timeout",
 })
+
+
+def _settled_since(root: Any, seen: int) -> bool:
+    return bool(root.settled_count != seen)
 
 
 def _prompt_shape(body: dict[str, Any], key: str) -> tuple[str, tuple[str, ...], tuple[int, ...]] | None:
@@ -216,8 +221,8 @@ class NodeAdmission(NodeSettlement):
                 seen = settled
                 root.threads_waiting += 1
                 try:
-                    root.settled.wait_for(lambda: root.settled_count != seen,  # noqa: B023
-                                          timeout=max(0.0, until - time.monotonic()))
+                    # (a partial, not a lambda: the variables a lambda reads become cells on every call)
+                    root.settled.wait_for(partial(_settled_since, root, seen), timeout=max(0.0, until - time.monotonic()))
                 finally:
                     root.threads_waiting -= 1
                 if root.settled_count == settled:

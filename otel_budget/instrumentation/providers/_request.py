@@ -115,17 +115,23 @@ def _base_url(instance: Any) -> Any:
     cls = type(instance)
     own = _PLAIN_BASE_URL.get(cls)
     if own is None:
-        url = getattr(instance, "base_url", None)
-        attrs = getattr(instance, "__dict__", {})
-        found = next((name for name in _OWN_BASE_URL if url is not None and attrs.get(name) is url), "")
-        if len(_PLAIN_BASE_URL) < 64:  # a handful of client classes; never grows without bound
-            _PLAIN_BASE_URL[cls] = found
-        return url
+        return _first_base_url(instance, cls)
     if own:
         url = instance.__dict__.get(own)
         if url is not None:
             return url
     return getattr(instance, "base_url", None)
+
+
+def _first_base_url(instance: Any, cls: type) -> Any:
+    """`_base_url` for the first client of its class: reads the property and learns whether it only returns an
+    attribute of the client's own."""
+    url = getattr(instance, "base_url", None)
+    attrs = getattr(instance, "__dict__", {})
+    found = next((name for name in _OWN_BASE_URL if url is not None and attrs.get(name) is url), "")
+    if len(_PLAIN_BASE_URL) < 64:  # a handful of client classes; never grows without bound
+        _PLAIN_BASE_URL[cls] = found
+    return url
 
 
 #: The last base URL object and its text: a stream's call records it as a string (a URL object's text is built by
@@ -298,10 +304,15 @@ def lower_timeout(options: Any, seconds: float | None, client_timeout: Any = Non
         if None not in phases and max(phases) <= seconds:
             return  # every phase is within the time left already
         try:
-            options.timeout = type(current)(**{
-                phase: seconds if p is None or p > seconds else p for phase, p in zip(_PHASES, phases, strict=True)})
+            options.timeout = type(current)(**_lowered(phases, seconds))
         except Exception:  # noqa: BLE001 - an unknown Timeout type: one bound for every phase
             options.timeout = seconds
+
+
+def _lowered(phases: tuple[Any, ...], seconds: float) -> dict[str, Any]:
+    """Each phase of a timeout bounded by `seconds` (apart from `lower_timeout`: a comprehension there would make
+    `seconds` a cell on every call)."""
+    return {phase: seconds if p is None or p > seconds else p for phase, p in zip(_PHASES, phases, strict=True)}
 
 
 def _client_timeout(instance: Any) -> Any:

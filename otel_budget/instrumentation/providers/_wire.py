@@ -238,7 +238,10 @@ def _appended(measured: dict[str, Any], body: dict[str, Any]) -> dict[str, Any] 
     names = list(body)
     if names[:n] != list(measured) or not all(map(operator.is_, map(body.__getitem__, measured), measured.values())):
         return None
-    return {name: body[name] for name in names[n:]}
+    added = {}  # (a loop: a comprehension would make `body` a cell on every call)
+    for name in names[n:]:
+        added[name] = body[name]
+    return added
 
 
 def _set_body(options: Any, body: Any) -> None:

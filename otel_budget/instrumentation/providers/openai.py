@@ -280,8 +280,9 @@ class ChatStream:
 
     def apply(self) -> None:
         self.call.usage = chat_usage(self.usage)
-        if self.tools:
-            self.call.tool_calls = [(n or "", a, i) for n, a, i in (self.tools[k] for k in sorted(self.tools))]
+        tools = self.tools
+        if tools:  # (map, not a generator over self: that would make `self` a cell on every call)
+            self.call.tool_calls = [(n or "", a, i) for n, a, i in map(tools.__getitem__, sorted(tools))]
 
 
 def _unset_usage(chunk: Any) -> None:
