@@ -4,7 +4,7 @@ The ledger's loops are written for speed (one condition per dimension); this che
 out one dimension at a time: a positive amount on a limited dimension fits when used + reserved + amount <= limit
 (with a 1e-12 slack), a NaN never fits, a zero or negative amount and an unlimited dimension never refuse; the
 reservation is made on every account or on none; a settlement takes the reservation back (never below zero) and
-adds what was used. 20,000 random cases, with zeros, negatives, NaN, infinities and accounts over their limits.
+adds what was used, and says whether a use it added reached one of an account's marks. 20,000 random cases, with zeros, negatives, NaN, infinities and accounts over their limits.
 """
 
 from __future__ import annotations
@@ -89,15 +89,20 @@ def test_settle_takes_back_the_reservation_never_below_zero_and_adds_what_was_us
     rng = random.Random(5)
     for _ in range(20_000):
         accounts = [_account(rng, "a"), _account(rng, "b")][: rng.choice([1, 2])]
+        for acc in accounts:  # some watch levels of use (a run's near thresholds): inf where none
+            if rng.random() < 0.5:
+                acc.marks = {dim: _value(rng) if rng.random() < 0.6 else math.inf for dim in lg.DIMS}
         reserved_amounts, actual = _amounts(rng), _amounts(rng)
         expected = _snapshot(accounts)
-        for used, reserved in expected:
+        reached = False
+        for acc, (used, reserved) in zip(accounts, expected, strict=True):
             for dim, amount in reserved_amounts.items():
                 left = reserved[dim] - amount
                 reserved[dim] = left if left > 0.0 else 0.0
             for dim, amount in actual.items():
                 used[dim] += amount
-        lg.settle_locked(accounts, reserved_amounts, actual)
+                reached = reached or (acc.marks is not None and used[dim] >= acc.marks[dim])
+        assert lg.settle_locked(accounts, reserved_amounts, actual) is reached
         _assert_counters(accounts, expected)
 
 

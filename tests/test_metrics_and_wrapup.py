@@ -117,6 +117,27 @@ def test_near_cap_is_crossed_exactly_where_utilization_reaches_near(otel):
         assert not run.node.near_crossed
 
 
+def test_near_cap_is_crossed_by_model_calls_in_the_run_and_its_ancestors_once_each(otel, llm, oai):
+    # Each call uses 20 tokens. The parent (max_total_tokens 100, near 0.5, and max_seconds: its time stays far)
+    # crosses at 60 of them, its child (max_total_tokens 50, near 0.7, no time limit) at 40.
+    llm.default = Turn(text="x", input_tokens=10, output_tokens=10)
+
+    def near_cap() -> dict[str, int]:
+        return {p.attributes["run_name"]: p.value for p in otel.metric_points("otel_budget.runs.near_cap")}
+
+    with ob.run("parent", budget=ob.Budget(max_total_tokens=100, max_seconds=3600, near=0.5)) as parent:
+        ask(oai)
+        with ob.run("child", budget=ob.Budget(max_total_tokens=50, near=0.7)) as child:
+            ask(oai)  # 40 of the parent's 100, 20 of the child's 50
+            assert (parent.node.near_crossed, child.node.near_crossed) == (False, False)
+            assert near_cap() == {}
+            ask(oai)  # 60 and 40
+            assert (parent.node.near_crossed, child.node.near_crossed) == (True, True)
+        ask(oai)
+        assert near_cap() == {"parent": 1, "child": 1}
+    assert len(llm.requests) == 4
+
+
 def test_near_cap_counts_the_run_s_time(otel, llm, oai):
     llm.default = Turn(text="x", input_tokens=10, output_tokens=1)
     with ob.run("slow", budget=ob.Budget(max_seconds=3600, near=0.5)) as run:

@@ -63,6 +63,9 @@ class Account:
     used: dict[str, float] = field(default_factory=lambda: dict.fromkeys(DIMS, 0.0))
     reserved: dict[str, float] = field(default_factory=lambda: dict.fromkeys(DIMS, 0.0))
     name: str = ""
+    marks: dict[str, float] | None = None
+    """Levels of use watched by `settle_locked` (every dimension: its level, inf where none), which says when a
+    use it adds reaches one (a run's near-cap threshold); None: none watched."""
 
     def headroom(self, dim: str) -> float:
         """What remains on `dim` after use and reservations (infinite when unlimited)."""
@@ -109,21 +112,30 @@ def settle(
     reserved: Mapping[str, float],
     actual: Mapping[str, float],
     lock: threading.Lock,
-) -> None:
-    """Replace a reservation by what was really used (a release when `actual` is empty)."""
+) -> bool:
+    """Replace a reservation by what was really used (a release when `actual` is empty); True when a use reached
+    one of an account's marks."""
     with lock:
-        settle_locked(accounts, reserved, actual)
+        return settle_locked(accounts, reserved, actual)
 
 
-def settle_locked(accounts: Sequence[Account], reserved: Mapping[str, float], actual: Mapping[str, float]) -> None:
+def settle_locked(accounts: Sequence[Account], reserved: Mapping[str, float], actual: Mapping[str, float]) -> bool:
     """`settle` for a caller that holds the accounts' lock."""
+    reached = False
     for acc in accounts:
-        res, used = acc.reserved, acc.used
+        res, used, marks = acc.reserved, acc.used, acc.marks
         for dim, amount in reserved.items():
             left = res[dim] - amount
             res[dim] = left if left > 0.0 else 0.0  # never below zero (a NaN gives 0.0, as max(0.0, nan))
-        for dim, amount in actual.items():
-            used[dim] += amount
+        if marks is None:
+            for dim, amount in actual.items():
+                used[dim] += amount
+        else:
+            for dim, amount in actual.items():
+                used[dim] = now = used[dim] + amount
+                if now >= marks[dim]:
+                    reached = True
+    return reached
 
 
 def take(accounts: Sequence[Account], dim: str, want: int, lock: threading.Lock) -> int:

@@ -78,6 +78,9 @@ class NodeState:
         near = budget.near
         self._near_limits = tuple((dim, limit, limit * near * _BELOW)
                                   for dim, limit in self.account.limits.items() if limit > 0)
+        if self._near_limits:  # the ledger says when a settlement's use reaches one of them (see near_reached)
+            self.account.marks = marks = dict.fromkeys(lg.DIMS, math.inf)
+            marks.update((dim, below) for dim, _, below in self._near_limits)
         #: The same for the run's time: (max_seconds, just below max_seconds * near), or None.
         self._near_seconds = (None if budget.max_seconds is None
                               else (budget.max_seconds, budget.max_seconds * near * _BELOW))
@@ -171,13 +174,15 @@ class NodeState:
     def utilization_max(self) -> float:
         return max(self.utilization().values(), default=0.0)
 
-    def near_reached(self) -> bool:
+    def near_reached(self, dims: bool = True) -> bool:
         """`utilization_max() >= budget.near`, without building the utilization (asked after every settlement): a
-        use below its threshold is far (one comparison), one at or above it is divided as `utilization` divides."""
-        used = self.account.used
-        for dim, limit, below in self._near_limits:
-            if used[dim] >= below and used[dim] / limit >= self.budget.near:
-                return True
+        use below its threshold is far (one comparison), one at or above it is divided as `utilization` divides.
+        Without `dims` only the time is looked at (a settlement whose uses reached no mark of the account)."""
+        if dims:
+            used = self.account.used
+            for dim, limit, below in self._near_limits:
+                if used[dim] >= below and used[dim] / limit >= self.budget.near:
+                    return True
         seconds = self._near_seconds
         if seconds is None:
             return False

@@ -3,6 +3,7 @@ run's carried-over usage, and the near-limit signal."""
 from __future__ import annotations
 
 import logging
+import math
 
 from ..model.budget import StopReason, Usage, check_cost
 from ..model.trust import amount
@@ -59,7 +60,7 @@ class NodeSettlement(NodeInFlight):
         if cost is not None:
             actual["usd"] = cost
         with self.lock:  # the accounts, the calls in flight and the counters in one step
-            lg.settle_locked(self.accounts, adm.amounts, actual)
+            near = lg.settle_locked(self.accounts, adm.amounts, actual)
             waiters = self._done_locked(adm)
             for node in self.chain:
                 st = node.stats
@@ -80,7 +81,8 @@ class NodeSettlement(NodeInFlight):
             self.root.chars_per_token = min(8.0, max(1.0, input_chars / input_tokens))
             if adm.prompt_shape is not None:  # a reported count: the base of the next request's bound
                 self.last_prompt = (adm.prompt_shape[0], adm.prompt_shape[1], input_tokens)
-        self._check_near()
+        if near or self.deadline != math.inf:  # a use reached a near threshold (a mark), or time may be near
+            self._check_near(near)
 
     def settle_open_calls(self) -> None:
         """Settle the calls still open when the run ends (a stream left unread): each with the best estimate of
@@ -158,8 +160,10 @@ class NodeSettlement(NodeInFlight):
                     self.deadline = min(self.deadline, self.started + self.budget.max_seconds)
         self._check_near()
 
-    def _check_near(self) -> None:
+    def _check_near(self, dims: bool = True) -> None:
+        """Whether a run of the chain just crossed `Budget.near` (without `dims`: in time only)."""
         for node in self.chain:
-            if not node.near_crossed and node.near_reached():  # (a run with only max_seconds is near in time too)
+            if not node.near_crossed and node.near_reached(dims):  # (a run with only max_seconds is near in time too)
                 node.near_crossed = True
+                node.account.marks = None  # crossed once: nothing more to watch
                 config.get().telemetry.crossed_near(node)
