@@ -336,16 +336,30 @@ def icount(args: argparse.Namespace) -> None:
     else:
         print("| kind | configuration | instructions/call | overhead over bare |")
         print("|---|---|---:|---:|")
-    jobs = [(name, kind, calls) for kind in args.kinds for name in names for calls in (n, 2 * n)
-            if not (name == BARE and kind == "wrapper")]
+    seeds = args.hash_seeds
+    if len(seeds) > 1:
+        print(f"(each count the mean over hash seeds {', '.join(map(str, seeds))}: one process per seed)")
+    jobs = [(name, kind, calls, seed) for kind in args.kinds for name in names for calls in (n, 2 * n)
+            for seed in seeds if not (name == BARE and kind == "wrapper")]
     with ThreadPoolExecutor(os.cpu_count() or 1) as pool:  # each job is a process: one per core
         events = dict(zip(jobs, pool.map(
-            lambda job: _instructions(job[0], job[1], job[2], args.ref, ref_env if job[0] == REF else env, args.misses,
-                                      args.branches),
+            lambda job: _instructions(job[0], job[1], job[2], args.ref,
+                                      {**(ref_env if job[0] == REF else env), "PYTHONHASHSEED": str(job[3])},
+                                      args.misses, args.branches),
             jobs), strict=True))
     for kind in args.kinds:
-        per = {name: {k: (events[(name, kind, 2 * n)][k] - events[(name, kind, n)][k]) / n
-                      for k in events[(name, kind, n)]} for name in names if (name, kind, n) in events}
+        # per configuration and seed: events per call; then the mean over the seeds
+        by_seed = {(name, seed): {k: (events[(name, kind, 2 * n, seed)][k] - events[(name, kind, n, seed)][k]) / n
+                                  for k in events[(name, kind, n, seed)]}
+                   for name in names for seed in seeds if (name, kind, n, seed) in events}
+        per = {name: {k: sum(by_seed[(name, seed)][k] for seed in seeds) / len(seeds) for k in by_seed[(name, seeds[0])]}
+               for name in names if (name, seeds[0]) in by_seed}
+        if len(seeds) > 1 and args.branches and {BARE, PEER} <= per.keys():
+            missed = {key: e.get("Bcm", 0) + e.get("Bim", 0) for key, e in by_seed.items()}
+            ratios = [(missed[(WORK, seed)] - missed[(BARE, seed)]) / (missed[(PEER, seed)] - missed[(BARE, seed)])
+                      for seed in seeds]
+            print(f"{kind}: mispredicted branches over the bare SDK, work tree / best peer by hash seed: "
+                  + ", ".join(f"{seed}: {r:.2f}" for seed, r in zip(seeds, ratios, strict=True)))
         got = {name: e["Ir"] for name, e in per.items()}
         missed = {name: e.get("I1mr", 0) + e.get("D1mr", 0) for name, e in per.items()}
         mispredicted = {name: e.get("Bcm", 0) + e.get("Bim", 0) for name, e in per.items()}
@@ -473,6 +487,9 @@ def main() -> None:
     ap.add_argument("--misses", action="store_true",
                     help="--icount under cachegrind: first-level cache misses (simulated) beside the instructions")
     ap.add_argument("--icount-calls", type=int, default=100, help="N of --icount and --bytecodes")
+    ap.add_argument("--hash-seeds", default="0", help="--icount: comma-separated PYTHONHASHSEED values, one counted "
+                    "process per seed and configuration, the counts averaged (string hashing sets dict layouts: the "
+                    "peer's mispredicted branches moved 15%% between seeds)")
     ap.add_argument("--bytecodes", action="store_true", help="count bytecodes executed (sys.settrace) per call")
     ap.add_argument("--top", type=int, default=0, help="--bytecodes with --bare: the work tree's top functions")
     ap.add_argument("--footprint", action="store_true",
@@ -485,6 +502,7 @@ def main() -> None:
         _one(args.one[0], args.one[1], int(args.one[2]), args.ref)
         return
     args.kinds = args.kinds.split(",")
+    args.hash_seeds = [int(seed) for seed in args.hash_seeds.split(",")]
     if unknown := set(args.kinds) - {"wrapper", "plain", "stream", "usage"}:
         raise SystemExit(f"unknown kinds: {', '.join(sorted(unknown))}")
     if args.icount:
