@@ -88,22 +88,17 @@ def reserve(accounts: Sequence[Account], amounts: Mapping[str, float], lock: thr
 def reserve_locked(accounts: Sequence[Account], amounts: Mapping[str, float]) -> Refusal | None:
     """`reserve` for a caller that holds the accounts' lock."""
     items = amounts.items()
-    # Each account's reservations after this one are computed while it is checked, and written (in C) only once
-    # every account has room: all or nothing, with the same sums as `reserved[dim] += amount`.
-    after: list[tuple[dict[str, float], dict[str, float]]] = []
     for acc in accounts:
         limits, used, reserved = acc.limits, acc.used, acc.reserved
-        held: dict[str, float] = {}
         for dim, amount in items:
-            here = reserved[dim]
             # (a NaN amount, taken or limit refuses: it is never room)
             if not amount <= 0 and (limit := limits.get(dim)) is not None \
-                    and not used[dim] + here + amount <= limit + _EPS:
-                return Refusal(dim, limit, used[dim] + here, amount, acc.name, account=acc)
-            held[dim] = here + amount
-        after.append((reserved, held))
-    for reserved, held in after:
-        reserved.update(held)
+                    and not used[dim] + reserved[dim] + amount <= limit + _EPS:
+                return Refusal(dim, limit, used[dim] + reserved[dim], amount, acc.name, account=acc)
+    for acc in accounts:
+        reserved = acc.reserved
+        for dim, amount in items:
+            reserved[dim] += amount
     return None
 
 
