@@ -311,6 +311,7 @@ def icount(args: argparse.Namespace) -> None:
     if shutil.which("valgrind") is None:
         raise SystemExit("--icount needs valgrind (apt-get install valgrind)")
     n = args.icount_calls
+    seeds = args.hash_seeds
     env = _frozen_work_tree()
     given = args.ref
     # The ref's package (a commit's, or a directory's copy), extracted once as `otel_budget`, first on its processes'
@@ -326,6 +327,8 @@ def icount(args: argparse.Namespace) -> None:
     tool = ("cachegrind, simulated caches" if args.misses else "cachegrind, simulated branch prediction"
             if args.branches else "callgrind")
     print(f"instructions per call ({tool}, {n} and {2 * n} calls after 10 warm-up calls, every limit on)")
+    if len(seeds) > 1:
+        print(f"(each count the mean over hash seeds {', '.join(map(str, seeds))}: one process per seed)")
     if args.branches:
         print("| kind | configuration | instructions/call | overhead over bare | mispredicted branches/call "
               "(conditional + indirect) | over bare |")
@@ -336,9 +339,6 @@ def icount(args: argparse.Namespace) -> None:
     else:
         print("| kind | configuration | instructions/call | overhead over bare |")
         print("|---|---|---:|---:|")
-    seeds = args.hash_seeds
-    if len(seeds) > 1:
-        print(f"(each count the mean over hash seeds {', '.join(map(str, seeds))}: one process per seed)")
     jobs = [(name, kind, calls, seed) for kind in args.kinds for name in names for calls in (n, 2 * n)
             for seed in seeds if not (name == BARE and kind == "wrapper")]
     with ThreadPoolExecutor(os.cpu_count() or 1) as pool:  # each job is a process: one per core
