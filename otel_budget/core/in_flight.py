@@ -73,18 +73,19 @@ class NodeInFlight(NodeStops):
         """
         if self.strict:
             return False
-        root = self.root
-        with self.lock:
-            if root.estimate_in_flight:
-                return False
-            root.estimate_in_flight = True
-            return True
+        slot = self.root.estimate_slot  # one item while free: `list.pop` is atomic, so one caller takes it, no lock
+        if not slot:
+            return False
+        try:
+            slot.pop()
+        except IndexError:  # another thread took it since
+            return False
+        return True
 
     def _free_estimate_slot(self, adm: Admission) -> None:
         if adm.estimated:
             adm.estimated = False
-            with self.lock:
-                self.root.estimate_in_flight = False
+            self.root.estimate_slot.append(True)  # (only its one holder gives it back)
 
     def _done(self, adm: Admission) -> None:
         """The call of `adm` is no longer in flight: free what it held and wake calls waiting for room."""
@@ -98,7 +99,7 @@ class NodeInFlight(NodeStops):
         root = self.root
         if adm.estimated:
             adm.estimated = False
-            root.estimate_in_flight = False
+            root.estimate_slot.append(True)
         if adm.thread is not None:
             left = root.in_flight[adm.thread] - 1
             if left > 0:

@@ -115,7 +115,8 @@ class NodeState:
         self.near_crossed = False
         self.turns = 0  # model calls in this run tree, counted at the root
         self.chars_per_token = 4.0
-        self.estimate_in_flight = False  # (root) a call reserved at the input estimate is in flight
+        #: (root) [True] while no call reserved at the input estimate is in flight; [] while one is (see in_flight.py)
+        self.estimate_slot: list[bool] = [True]
         self.in_flight: Counter[int] = Counter()  # (root) admitted model calls not yet settled, by task or thread
         self.settled_count = 0  # (root) settlements so far; a refused call waits for it to change
         self.threads_waiting = 0  # (root) threads blocked on `settled` (a settlement notifies only when any)
