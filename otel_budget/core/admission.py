@@ -148,9 +148,12 @@ class NodeAdmission(NodeSettlement):
         if pricing is not None:
             fresh, read, write, output = pricing.rates_at(est_in)
             # An upper bound prices every input token at the dearest input rate (fresh, cache read or write).
-            input_cost = est_in * (fresh if adm.estimated else max(fresh, read, write)) / 1e6
+            if not adm.estimated:  # (comparisons: max() parses its arguments in C)
+                fresh = fresh if fresh >= read else read
+                fresh = fresh if fresh >= write else write
+            input_cost = est_in * fresh / 1e6
             per_token = output / 1e6
-        n = max(1, choices)
+        n = choices if choices > 1 else 1  # (a comparison, not max(): a builtin call parses its arguments in C)
         if out is None:
             # The dimension that leaves the least room for output bounds it (the first of these on a tie).
             room, total_room, usd_room = lg.output_rooms(self.accounts)
@@ -164,11 +167,13 @@ class NodeAdmission(NodeSettlement):
                     adm.bound_by, room = "usd", usd_room
             room = room / n  # each of the n answers may write up to the limit
             if room <= AUTO_MAX_TOKENS_CEILING and self.auto_max_tokens:
-                out = max(0, int(room))
+                out = int(room)
+                if out < 0:
+                    out = 0
                 adm.set_max_tokens = out >= 1
             else:
                 # room is infinite when only a shared scope limits output: reserve the default worst case there
-                out = min(_UNBOUNDED_OUTPUT_RESERVE, int(room)) if room != math.inf else _UNBOUNDED_OUTPUT_RESERVE
+                out = _UNBOUNDED_OUTPUT_RESERVE if room == math.inf or room >= _UNBOUNDED_OUTPUT_RESERVE else int(room)
         adm.max_output_tokens = out
         amounts["input_tokens"] = est_in
         amounts["output_tokens"] = out * n

@@ -92,7 +92,8 @@ class Guard:
         """The time the run has left, to bound the call in flight (None: no time limit)."""
         if self.deadline == math.inf:
             return None
-        return max(0.001, self.deadline - time.monotonic())
+        left = self.deadline - time.monotonic()
+        return left if left > 0.001 else 0.001
 
     def retry_timeout(self, delay: float, failed: BaseException | None = None) -> float | None:
         """The SDK waits `delay` seconds, then sends the call again (after the attempt that raised `failed`): the

@@ -137,8 +137,8 @@ def take(accounts: Sequence[Account], dim: str, want: int, lock: threading.Lock)
     """Count up to `want` whole units of `dim` as used on every account at once, as many as all have room for;
     returns how many were counted (the rest do not fit and are not counted)."""
     with lock:
-        room = min((acc.headroom(dim) for acc in accounts), default=math.inf)
-        taken = want if room >= want else max(0, int(room))
+        room = headroom(accounts, dim)
+        taken = want if room >= want else int(room) if room > 0 else 0
         if taken:
             for acc in accounts:
                 acc.used[dim] += taken

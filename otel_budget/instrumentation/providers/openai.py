@@ -88,7 +88,8 @@ def read_response(resp: Any, call: ModelCall) -> None:
                 chars += _length(text)
                 if call.output_text is not None:
                     call.output_text.append(text)
-    call.output_chars = max(call.output_chars, chars)  # a stream's final response repeats what its deltas said
+    if chars > call.output_chars:  # a stream's final response repeats what its deltas said
+        call.output_chars = chars
 
 
 def read_chat(result: Any, call: ModelCall, usage: Callable[[Any], TokenUsage | None] = chat_usage) -> None:
