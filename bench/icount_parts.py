@@ -94,7 +94,7 @@ def parts() -> dict[str, Callable[[], Any]]:
         "admit_settle": lambda: node.settle(node.admit("openai", "gpt-4o", None, size, 1, (body, "messages")),
                                             input_tokens=41, output_tokens=24, cost=0.0003, input_chars=300),
         "admit_release": lambda: node.release(node.admit("openai", "gpt-4o", None, size, 1, (body, "messages"))),
-        "reserve_release (ledger, 5 dims)": lambda: (lg.reserve_locked(node.accounts, amounts),
+        "reserve_release (ledger; 5 dims)": lambda: (lg.reserve_locked(node.accounts, amounts),
                                                      lg.settle_locked(node.accounts, amounts, {})),
         "settle_locked (5 dims used)": lambda: lg.settle_locked(node.accounts, {}, actual),
         "check_near": node._check_near,
@@ -149,7 +149,11 @@ def main() -> None:
         return
     if shutil.which("valgrind") is None:
         raise SystemExit("needs valgrind (apt-get install valgrind)")
-    names = [p for p in args.parts.split(",") if p] or list(parts())
+    known = list(parts())
+    # a name given picks the parts whose name starts with it ("reserve_release", "begin_finish")
+    names = [k for p in args.parts.split(",") if p for k in known if k.startswith(p)] if args.parts else known
+    if not names:
+        raise SystemExit(f"no part starts with {args.parts!r}; parts: {', '.join(known)}")
     n = args.calls
     jobs = [(name, calls) for name in names for calls in (n, 2 * n)]
     with ThreadPoolExecutor(os.cpu_count() or 1) as pool:  # each job is a process: one per core
