@@ -3,8 +3,9 @@
 The ledger's loops are written for speed (one condition per dimension); this checks them against the rule written
 out one dimension at a time: a positive amount on a limited dimension fits when used + reserved + amount <= limit
 (with a 1e-12 slack), a NaN never fits, a zero or negative amount and an unlimited dimension never refuse; the
-reservation is made on every account or on none; a settlement takes the reservation back (never below zero) and
-adds what was used, and says whether a use it added reached one of an account's marks. 20,000 random cases, with zeros, negatives, NaN, infinities and accounts over their limits.
+reservation is made on every account or on none; a settlement takes the reservation back (never below zero),
+adds what was used, and says whether a use it added reached one of an account's marks. 20,000 random cases, with
+zeros, negatives, NaN, infinities and accounts over their limits.
 """
 
 from __future__ import annotations
