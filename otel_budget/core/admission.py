@@ -148,10 +148,13 @@ class NodeAdmission(NodeSettlement):
         if pricing is not None:
             fresh, read, write, output = pricing.rates_at(est_in)
             # An upper bound prices every input token at the dearest input rate (fresh, cache read or write).
+            rate = fresh
             if not adm.estimated:  # (comparisons: max() parses its arguments in C)
-                fresh = fresh if fresh >= read else read
-                fresh = fresh if fresh >= write else write
-            input_cost = est_in * fresh / 1e6
+                if read > rate:
+                    rate = read
+                if write > rate:
+                    rate = write
+            input_cost = est_in * rate / 1e6
             per_token = output / 1e6
         n = choices if choices > 1 else 1  # (a comparison, not max(): a builtin call parses its arguments in C)
         if out is None:
