@@ -39,7 +39,7 @@ def parts() -> dict[str, Callable[[], Any]]:
     from otel_budget.core.run import current_run
     from otel_budget.instrumentation.providers import _stream, _wire
     from otel_budget.instrumentation.providers import openai as oa
-    from otel_budget.instrumentation.providers._on_collect import OnCollect
+    from otel_budget.instrumentation.providers._on_collect import detach, on_collect
     from otel_budget.model.call import ModelCall, TokenUsage
 
     otel_budget.instrument(tracer_provider=NoOpTracerProvider())
@@ -110,7 +110,7 @@ def parts() -> dict[str, Callable[[], Any]]:
         "read_results (stall check)": lambda: node.read_results(body, "messages"),
         "object()": Item,
         "weakref.finalize + detach": lambda: weakref.finalize(Item(), noop).detach(),
-        "OnCollect + detach": lambda: OnCollect(Item(), noop).detach(),
+        "on_collect + detach": lambda: detach(on_collect(Item(), noop)),
         "SyncStream over a stand-in": lambda: _stream.SyncStream(
             Stream(), calls.Guard(streamed, None, None, None, size), oa.ChatStream(streamed, False)),
         "ChatStream + watch": lambda: oa.ChatStream(streamed, True).watch(Stream()),

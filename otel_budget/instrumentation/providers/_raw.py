@@ -14,7 +14,7 @@ from typing import Any
 import wrapt
 
 from ...core.calls import Guard
-from ._on_collect import OnCollect
+from ._on_collect import detach, on_collect
 
 log = logging.getLogger(__name__)
 
@@ -32,10 +32,10 @@ class RawResponse(wrapt.ObjectProxy):  # type: ignore[misc]
         super().__init__(wrapped)
         self._self_guard = guard
         self._self_read = read
-        self._self_final = OnCollect(self, guard.abandon)
+        self._self_final = on_collect(self, guard.abandon)
 
     def _self_settle(self, parsed: Any) -> Any:
-        if self._self_final.detach() is not None:
+        if detach(self._self_final) is not None:
             try:
                 self._self_read(parsed)
             except Exception:  # noqa: BLE001 - our bug must not break the caller
@@ -66,7 +66,7 @@ class RawResponse(wrapt.ObjectProxy):  # type: ignore[misc]
     def _self_rejected(self) -> None:
         """The caller's parser rejected the answer (an SDK `parse()` on a cut answer): settled now with what the
         adapter read from it (else the estimate), not when the response is dropped."""
-        if self._self_final.detach() is not None:
+        if detach(self._self_final) is not None:
             self._self_guard.finish()
 
     def close(self) -> Any:
@@ -87,5 +87,5 @@ class RawResponse(wrapt.ObjectProxy):  # type: ignore[misc]
             self._self_abandon()
 
     def _self_abandon(self) -> None:
-        if self._self_final.detach() is not None:
+        if detach(self._self_final) is not None:
             self._self_guard.abandon()

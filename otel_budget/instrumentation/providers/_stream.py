@@ -24,7 +24,7 @@ except ImportError:  # pragma: no cover - the async SDKs we wrap all depend on a
 
 from ...core.calls import Guard
 from ...model.outcome import BudgetExceeded
-from ._on_collect import OnCollect
+from ._on_collect import Watch, detach, fire, on_collect
 
 log = logging.getLogger(__name__)
 _NO_DICT: Any = MappingProxyType({})
@@ -49,10 +49,6 @@ def _finish(guard: Guard, acc: Accumulator, error: BaseException | None = None) 
         return guard.fail(error)
     guard.finish()
     return None
-
-
-def _abandon(guard: Guard, acc: Accumulator) -> None:
-    guard.abandon()  # applies the guard's reader (acc) first
 
 
 def _expired(guard: Guard, acc: Accumulator) -> BudgetExceeded:
@@ -106,7 +102,7 @@ def _next_of(stream: Any, name: str) -> Any:
     return getattr(stream, name)
 
 
-def _settle_on_close(stream: Any, final: OnCollect, reading: list[bool], is_async: bool = False) -> None:
+def _settle_on_close(stream: Any, final: Watch, reading: list[bool], is_async: bool = False) -> None:
     """The SDK's `.stream()` helpers close the stream's HTTP response directly: that very response's close (a sync
     stream's) or aclose (an async stream's) settles the call too. The response stays the SDK's own object (its type
     is unchanged); only its instance gets a close that also runs `final` (once: a finalizer runs at most once). A
@@ -122,7 +118,7 @@ def _settle_on_close(stream: Any, final: OnCollect, reading: list[bool], is_asyn
                     return close(*args, **kwargs)
                 finally:
                     if not reading[0]:
-                        final()
+                        fire(final)
 
             response.close = close_and_settle
             return
@@ -134,7 +130,7 @@ def _settle_on_close(stream: Any, final: OnCollect, reading: list[bool], is_asyn
                     return await aclose(*args, **kwargs)
                 finally:
                     if not reading[0]:
-                        final()
+                        fire(final)
 
             response.aclose = aclose_and_settle
     except Exception:  # noqa: BLE001 - a response we cannot watch is settled by the stream's other paths
@@ -146,7 +142,7 @@ class SyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
 
     def __init__(self, wrapped: Any, guard: Guard, acc: Accumulator) -> None:
         super().__init__(wrapped)
-        final = OnCollect(self, _abandon, guard, acc)
+        final = on_collect(self, guard.abandon)
         guard.reader = acc
         reading = [False]
         deadline = guard.deadline
@@ -169,12 +165,12 @@ class SyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
                 item = nxt()
             except StopIteration:
                 guard, acc, final = self._self_end
-                final.detach()
+                detach(final)
                 _finish(guard, acc)
                 raise
             except BaseException as exc:
                 guard, acc, final = self._self_end
-                final.detach()
+                detach(final)
                 replaced = _finish(guard, acc, exc)
                 if replaced is None or replaced is exc:
                     raise
@@ -193,7 +189,7 @@ class SyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
 
     def _self_expire(self) -> BudgetExceeded:
         guard, acc, final = self._self_end
-        final.detach()
+        detach(final)
         stop = _expired(guard, acc)
         try:
             self.__wrapped__.close()
@@ -203,7 +199,7 @@ class SyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
 
     def _self_settle(self) -> None:
         """Settle with what was seen, unless settled already (the caller is done with the stream)."""
-        self._self_end[2]()
+        fire(self._self_end[2])
 
     def close(self) -> None:
         try:
@@ -223,7 +219,7 @@ class AsyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
 
     def __init__(self, wrapped: Any, guard: Guard, acc: Accumulator) -> None:
         super().__init__(wrapped)
-        final = OnCollect(self, _abandon, guard, acc)
+        final = on_collect(self, guard.abandon)
         guard.reader = acc
         reading = [False]
         deadline = guard.deadline
@@ -249,12 +245,12 @@ class AsyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
                     silent = scope.cancelled_caught  # no event came before the deadline
             except StopAsyncIteration:
                 guard, acc, final = self._self_end
-                final.detach()
+                detach(final)
                 _finish(guard, acc)
                 raise
             except BaseException as exc:
                 guard, acc, final = self._self_end
-                final.detach()
+                detach(final)
                 replaced = _finish(guard, acc, exc)
                 if replaced is None or replaced is exc:
                     raise
@@ -275,7 +271,7 @@ class AsyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
 
     async def _self_expire(self) -> BudgetExceeded:
         guard, acc, final = self._self_end
-        final.detach()
+        detach(final)
         stop = _expired(guard, acc)
         try:
             await self.__wrapped__.close()
@@ -285,7 +281,7 @@ class AsyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
 
     def _self_settle(self) -> None:
         """Settle with what was seen, unless settled already (the caller is done with the stream)."""
-        self._self_end[2]()
+        fire(self._self_end[2])
 
     async def close(self) -> None:
         try:
@@ -311,14 +307,14 @@ class RawStreamResponse(wrapt.ObjectProxy):  # type: ignore[misc]
         self._self_acc = acc
         self._self_async = is_async
         self._self_parsed: Any = None
-        self._self_final = OnCollect(self, _abandon, guard, acc)
+        self._self_final = on_collect(self, guard.abandon)
         guard.reader = acc
 
     def _self_wrap(self, parsed: Any) -> Any:
         if self._self_parsed is None:
             if type(parsed).__name__ not in ("Stream", "AsyncStream"):
                 return parsed
-            self._self_final.detach()
+            detach(self._self_final)
             cls = AsyncStream if self._self_async else SyncStream
             self._self_parsed = cls(parsed, self._self_guard, self._self_acc)
         return self._self_parsed
@@ -367,4 +363,4 @@ class RawStreamResponse(wrapt.ObjectProxy):  # type: ignore[misc]
         if parsed is not None:
             parsed._self_settle()
         else:
-            self._self_final()
+            fire(self._self_final)
