@@ -29,8 +29,10 @@ ROOT = Path(__file__).resolve().parent.parent
 def parts() -> dict[str, Callable[[], Any]]:
     """The parts, set up in a budgeted run that stays open (each is called N times)."""
     from hot_path import budget
+    from openai._models import FinalRequestOptions
+    from openai.types.chat import ChatCompletion
     from opentelemetry.trace import NoOpTracerProvider
-    from workload import MESSAGES
+    from workload import _COMPLETION, MESSAGES
 
     import otel_budget
     from otel_budget.core import calls, config
@@ -40,6 +42,7 @@ def parts() -> dict[str, Callable[[], Any]]:
     from otel_budget.instrumentation.providers import _stream, _wire
     from otel_budget.instrumentation.providers import openai as oa
     from otel_budget.instrumentation.providers._on_collect import detach, on_collect
+    from otel_budget.instrumentation.providers._request import sync_wrapper
     from otel_budget.model.call import ModelCall, TokenUsage
 
     otel_budget.instrument(tracer_provider=NoOpTracerProvider())
@@ -88,8 +91,18 @@ def parts() -> dict[str, Callable[[], Any]]:
         call.finish_reasons.append("stop")
         guard.finish()
 
+    completion = ChatCompletion.model_validate_json(_COMPLETION)
+    request = (ChatCompletion, FinalRequestOptions.construct(  # type: ignore[attr-defined]
+        method="post", url="/chat/completions", json_data={"model": "gpt-4o", "messages": MESSAGES}))
+    wrapper = sync_wrapper(oa.OpenAIAdapter())
+
+    def sdk_request(*args: Any, **kwargs: Any) -> Any:
+        return completion
+
     return {
         "empty": lambda: None,
+        "wrapper (a non-streamed call, the SDK's request a stand-in; no span)": lambda: wrapper(sdk_request, None,
+                                                                                                request, {}),
         "begin_finish (the core of a call; no span)": begin_finish,
         "admit_settle": lambda: node.settle(node.admit("openai", "gpt-4o", None, size, 1, (body, "messages")),
                                             input_tokens=41, output_tokens=24, cost=0.0003, input_chars=300),
