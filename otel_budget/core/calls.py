@@ -311,13 +311,15 @@ def _truncated(finish_reasons: list[str]) -> bool:
 
 
 def begin(call: ModelCall, input_chars: Callable[[], int],
-          summarizer: Callable[[], Callable[[str, int], Any] | None] | None = None,
-          capture_input: Callable[[], Any] | None = None) -> Guard | None:
+          summarizer: Callable[..., Callable[[str, int], Any] | None] | None = None,
+          capture_input: Callable[..., Any] | None = None, hook_args: tuple[Any, ...] = ()) -> Guard | None:
     """Admit a call: raises BudgetExceeded (or UnknownPriceError) when it does not fit; None for nested calls.
 
-    `input_chars` is called only when a token or money limit needs an input estimate. `summarizer` makes the
-    function (prompt, max_tokens) -> text that asks the same model for a run's wrap-up; it is called only in a run
-    whose budget asks for that wrap-up (`wrap_up="model"`).
+    `input_chars` is called only when a token or money limit needs an input estimate. `summarizer(*hook_args)` makes
+    the function (prompt, max_tokens) -> text that asks the same model for a run's wrap-up; it is called only in a
+    run whose budget asks for that wrap-up (`wrap_up="model"`). `capture_input(*hook_args)` gives the request's
+    content, called only when content is captured. (An adapter passes module functions and their arguments: no
+    partial or closure is made per call for what most calls never use.)
     """
     if _SENDING.get() is not None:
         return None
@@ -334,7 +336,7 @@ def begin(call: ModelCall, input_chars: Callable[[], int],
             call.max_output_tokens = admission.max_output_tokens
         chars = counted
         if summarizer is not None and node.budget.wrap_up == "model":
-            node.summarize = summarizer()
+            node.summarize = summarizer(*hook_args)
     settings = config.get()
     span = None
     if node is not None and node.conversation_id is not None and call.conversation_id is None:
@@ -346,7 +348,7 @@ def begin(call: ModelCall, input_chars: Callable[[], int],
 
             span.set_attribute(sc.LEDGER_ENFORCED, all(r.enforced for r in admission.shared))
         if settings.capture_content and capture_input is not None:
-            call.capture = _input_capture(capture_input(), settings.telemetry.openinference)
+            call.capture = _input_capture(capture_input(*hook_args), settings.telemetry.openinference)
             call.output_text = []
     except Exception:  # noqa: BLE001
         log.debug("otel-budget: could not start a call span", exc_info=True)

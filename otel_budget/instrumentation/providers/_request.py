@@ -57,7 +57,7 @@ def _split(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, bool]:
     return options, bool(stream)
 
 
-def _capture(adapter: Adapter, options: Any) -> Any:
+def _capture(adapter: Adapter, instance: Any, call: calls.ModelCall, options: Any) -> Any:
     """The request's content: (system instructions, messages) when the adapter reads them, else its JSON."""
     content = getattr(adapter, "content", None)
     if content is not None and isinstance(options.json_data, dict):
@@ -84,12 +84,9 @@ def _start(adapter: Adapter, instance: Any, args: tuple[Any, ...], kwargs: dict[
         call.base_url = _url_text(base_url)
     size = _wire.RequestSize(options, _wire.encoder(instance))
     try:
-        guard = calls.begin(  # (partials, not lambdas: a lambda makes the variables it reads cells on every call)
-            call,
-            size,
-            summarizer=partial(_safe, adapter, instance, call),
-            capture_input=partial(_capture, adapter, options),
-        )  # BudgetExceeded / UnknownPriceError propagate: a budget decision
+        # (module functions and their arguments: a partial or a lambda per call costs more than the tuple)
+        guard = calls.begin(call, size, _safe, _capture, (adapter, instance, call, options))
+        # BudgetExceeded / UnknownPriceError propagate: a budget decision
     except calls.BudgetExceeded as exc:
         mark_refused(call.operation, call.model, exc.reason.value, exc.limit)
         raise
@@ -149,7 +146,7 @@ def _url_text(base_url: Any) -> str:
     return text
 
 
-def _safe(adapter: Adapter, instance: Any, call: calls.ModelCall) -> Any:
+def _safe(adapter: Adapter, instance: Any, call: calls.ModelCall, options: Any) -> Any:
     try:
         return adapter.summarizer(instance, call)
     except Exception:  # noqa: BLE001
