@@ -99,10 +99,21 @@ def parts() -> dict[str, Callable[[], Any]]:
     def sdk_request(*args: Any, **kwargs: Any) -> Any:
         return completion
 
+    stream_request = (ChatCompletion, FinalRequestOptions.construct(  # type: ignore[attr-defined]
+        method="post", url="/chat/completions", json_data={"model": "gpt-4o", "messages": MESSAGES, "stream": True}))
+
+    def sdk_stream(*args: Any, **kwargs: Any) -> Any:
+        return Stream()
+
+    def stream_call() -> None:
+        for _ in wrapper(sdk_stream, None, stream_request, {"stream": True}):
+            pass
+
     return {
         "empty": lambda: None,
         "wrapper (a non-streamed call, the SDK's request a stand-in; no span)": lambda: wrapper(sdk_request, None,
                                                                                                 request, {}),
+        "stream wrapper (a stand-in stream with no event, read to its end; no span)": stream_call,
         "begin_finish (the core of a call; no span)": begin_finish,
         "admit_settle": lambda: node.settle(node.admit("openai", "gpt-4o", None, size, 1, (body, "messages")),
                                             input_tokens=41, output_tokens=24, cost=0.0003, input_chars=300),
