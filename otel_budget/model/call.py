@@ -78,7 +78,8 @@ class ModelCall:
         self.stream = stream
         # How many answers the request asks for (OpenAI `n`, Gemini `candidateCount`): each may write up to the
         # output limit.
-        self.choices = choices if type(choices) is int and choices == 1 or _is_count(choices) and choices >= 1 else 1
+        self.choices = (choices if type(choices) is int and choices >= 1  # (None, the usual case, needs no call)
+                        else 1 if choices is None or not _is_count(choices) or choices < 1 else choices)
         # The request body and the key of its message list, for a tighter input bound (see RunNode.admit).
         self.prompt: tuple[dict[str, Any], str] | None = None
         # Where the request's tool results are (body, key), when not in `prompt`: read for stalls before admission.

@@ -343,7 +343,7 @@ class OpenAIAdapter:
         else:
             limit = body.get("max_output_tokens")
         call = ModelCall(self.provider, sc.OP_CHAT, str(body.get("model", "")), limit, stream or bool(body.get("stream")),
-                         choices=body.get("n") if url == _CHAT else 1)
+                         body.get("n") if url == _CHAT else 1)  # (choices, passed by position: no keyword to match)
         text = body.get("text")
         fmt = body.get("response_format") if url == _CHAT else text.get("format") if isinstance(text, dict) else None
         call.params = _params.read(body, _params.OPENAI_KEYS, choices=body.get("n"), output_format=fmt)
