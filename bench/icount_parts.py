@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import shutil
 import sys
@@ -29,10 +30,10 @@ ROOT = Path(__file__).resolve().parent.parent
 def parts() -> dict[str, Callable[[], Any]]:
     """The parts, set up in a budgeted run that stays open (each is called N times)."""
     from hot_path import budget
-    from openai._models import FinalRequestOptions
-    from openai.types.chat import ChatCompletion
+    from openai._models import FinalRequestOptions, construct_type
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
     from opentelemetry.trace import NoOpTracerProvider
-    from workload import _COMPLETION, MESSAGES
+    from workload import _COMPLETION, _STREAM, MESSAGES
 
     import otel_budget
     from otel_budget.core import calls, config
@@ -105,6 +106,14 @@ def parts() -> dict[str, Callable[[], Any]]:
     def sdk_stream(*args: Any, **kwargs: Any) -> Any:
         return Stream()
 
+    chunks = [construct_type(type_=ChatCompletionChunk, value=json.loads(event[len(b"data: "):]))
+              for event in _STREAM.split(b"\n\n") if event]
+
+    def feed_chunks() -> None:
+        reader = oa.ChatStream(ModelCall("openai", "chat", "gpt-4o", None, True), True)
+        for chunk in chunks:
+            reader.feed(chunk)
+
     def stream_call() -> None:
         for _ in wrapper(sdk_stream, None, stream_request, {"stream": True}):
             pass
@@ -138,6 +147,7 @@ def parts() -> dict[str, Callable[[], Any]]:
         "SyncStream over a stand-in": lambda: _stream.SyncStream(
             Stream(), calls.Guard(streamed, None, None, None, size), oa.ChatStream(streamed, False)),
         "ChatStream + watch": lambda: oa.ChatStream(streamed, True).watch(Stream()),
+        "ChatStream.feed (the bench stream's 20 chunks, as the SDK builds them)": feed_chunks,
     }
 
 
