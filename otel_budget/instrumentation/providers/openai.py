@@ -176,19 +176,20 @@ class ChatStream:
     server sends it without `include_usage`: the usage-only chunk is hidden and the other chunks carry no
     `usage` field (the server adds `"usage": null` to each of them only because we asked)."""
 
-    __slots__ = ("call", "hide_usage", "tools", "usage")
+    __slots__ = ("call", "hide_usage", "tools", "usage", "sdk_chunk")
 
     def __init__(self, call: ModelCall, hide_usage: bool) -> None:
         self.call = call
         self.hide_usage = hide_usage
         self.tools: dict[int, list[Any]] = {}
         self.usage: Any = None
+        #: The openai SDK's chunk class, read once per stream rather than once per chunk (None: not known).
+        self.sdk_chunk: Any = _TYPED[0]
 
     def feed(self, chunk: Any) -> bool:
         """The openai SDK's own chunk: typed objects all the way down, never a dict, every declared field set (the
         SDK's `construct` fills defaults), so fields are read as attributes; anything else by `_feed_any`."""
-        sdk_chunk: Any = _TYPED[0]  # (typed Any: the check narrows nothing for the type checker)
-        if type(chunk) is not sdk_chunk:
+        if type(chunk) is not self.sdk_chunk:
             return self._feed_any(chunk)
         call = self.call
         if call.response_id is None:
