@@ -40,18 +40,20 @@ def chat_usage(usage: Any) -> TokenUsage | None:
         return TokenUsage(
             usage.get("prompt_tokens"),
             usage.get("completion_tokens"),
-            cache_read=(details.get("cached_tokens") if type(details) is dict else _get(details, "cached_tokens")) or 0,
-            reasoning=(out_details.get("reasoning_tokens") if type(out_details) is dict
-                       else _get(out_details, "reasoning_tokens")) or 0,
+            (details.get("cached_tokens") if type(details) is dict else _get(details, "cached_tokens")) or 0,
+            0,  # (counts by position: a call with keywords that skip one costs about 1.3k instructions more)
+            (out_details.get("reasoning_tokens") if type(out_details) is dict
+             else _get(out_details, "reasoning_tokens")) or 0,
         )
     get = getattr if type(usage) is _TYPED[2] else _get
     details = get(usage, "prompt_tokens_details", None)
     out_details = get(usage, "completion_tokens_details", None)
-    return TokenUsage(
+    return TokenUsage(  # input, output, cache read, cache write, reasoning
         get(usage, "prompt_tokens", None),
         get(usage, "completion_tokens", None),
-        cache_read=get(details, "cached_tokens", 0) or 0,
-        reasoning=get(out_details, "reasoning_tokens", 0) or 0,
+        get(details, "cached_tokens", 0) or 0,
+        0,
+        get(out_details, "reasoning_tokens", 0) or 0,
     )
 
 
@@ -60,11 +62,12 @@ def responses_usage(usage: Any) -> TokenUsage | None:
         return None
     details = _get(usage, "input_tokens_details")
     out_details = _get(usage, "output_tokens_details")
-    return TokenUsage(
+    return TokenUsage(  # input, output, cache read, cache write, reasoning
         _get(usage, "input_tokens"),
         _get(usage, "output_tokens"),
-        cache_read=_get(details, "cached_tokens", 0) or 0,
-        reasoning=_get(out_details, "reasoning_tokens", 0) or 0,
+        _get(details, "cached_tokens", 0) or 0,
+        0,
+        _get(out_details, "reasoning_tokens", 0) or 0,
     )
 
 
