@@ -37,24 +37,19 @@ def chat_usage(usage: Any) -> TokenUsage | None:
         return None
     if type(usage) is dict:  # a stream's usage-only event read from its JSON: dicts all the way down
         details, out_details = usage.get("prompt_tokens_details"), usage.get("completion_tokens_details")
-        return TokenUsage(
+        return TokenUsage(  # (counts by position: keywords that skip one cost about 1.3k instructions more a call)
             usage.get("prompt_tokens"),
             usage.get("completion_tokens"),
             (details.get("cached_tokens") if type(details) is dict else _get(details, "cached_tokens")) or 0,
-            0,  # (counts by position: a call with keywords that skip one costs about 1.3k instructions more)
+            0,
             (out_details.get("reasoning_tokens") if type(out_details) is dict
              else _get(out_details, "reasoning_tokens")) or 0,
         )
     get = getattr if type(usage) is _TYPED[2] else _get
     details = get(usage, "prompt_tokens_details", None)
     out_details = get(usage, "completion_tokens_details", None)
-    return TokenUsage(  # input, output, cache read, cache write, reasoning
-        get(usage, "prompt_tokens", None),
-        get(usage, "completion_tokens", None),
-        get(details, "cached_tokens", 0) or 0,
-        0,
-        get(out_details, "reasoning_tokens", 0) or 0,
-    )
+    return TokenUsage(get(usage, "prompt_tokens", None), get(usage, "completion_tokens", None),
+                      get(details, "cached_tokens", 0) or 0, 0, get(out_details, "reasoning_tokens", 0) or 0)
 
 
 def responses_usage(usage: Any) -> TokenUsage | None:
@@ -62,13 +57,8 @@ def responses_usage(usage: Any) -> TokenUsage | None:
         return None
     details = _get(usage, "input_tokens_details")
     out_details = _get(usage, "output_tokens_details")
-    return TokenUsage(  # input, output, cache read, cache write, reasoning
-        _get(usage, "input_tokens"),
-        _get(usage, "output_tokens"),
-        _get(details, "cached_tokens", 0) or 0,
-        0,
-        _get(out_details, "reasoning_tokens", 0) or 0,
-    )
+    return TokenUsage(_get(usage, "input_tokens"), _get(usage, "output_tokens"),
+                      _get(details, "cached_tokens", 0) or 0, 0, _get(out_details, "reasoning_tokens", 0) or 0)
 
 
 def read_response(resp: Any, call: ModelCall) -> None:
@@ -346,11 +336,12 @@ class OpenAIAdapter:
             limit = body.get("max_completion_tokens") or body.get("max_tokens")
         else:
             limit = body.get("max_output_tokens")
+        n = body.get("n")
         call = ModelCall(self.provider, sc.OP_CHAT, str(body.get("model", "")), limit, stream or bool(body.get("stream")),
-                         body.get("n") if url == _CHAT else 1)  # (choices, passed by position: no keyword to match)
+                         n if url == _CHAT else 1)  # (choices, by position: no keyword to match)
         text = body.get("text")
         fmt = body.get("response_format") if url == _CHAT else text.get("format") if isinstance(text, dict) else None
-        call.params = _params.read(body, _params.OPENAI_KEYS, choices=body.get("n"), output_format=fmt)
+        call.params = _params.read(body, _params.OPENAI_KEYS, choices=n, output_format=fmt)
         if url == _CHAT:
             call.prompt = (body, "messages")
         elif not body.get("previous_response_id") and not body.get("conversation"):  # no server-side history
