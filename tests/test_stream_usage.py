@@ -179,6 +179,36 @@ def test_the_sdk_never_builds_the_usage_only_chunk_only_we_asked_for(otel, llm, 
     assert ESTIMATED not in span.attributes
 
 
+def test_skipping_the_usage_event_leaves_the_sdks_own_decoder_class_as_it_was(otel, llm):
+    """The usage-only event is skipped by the stream's own decoder object (its class swapped for one subclass made
+    once per decoder class): the SDK's `SSEDecoder` itself is untouched, so streams outside runs and other clients
+    decode as before, over thousands of streams."""
+    from openai._streaming import SSEDecoder
+
+    from otel_budget.instrumentation.providers import _stream_usage
+
+    decode = SSEDecoder.__dict__["decode"]
+    llm.default = Turn(text="a b", input_tokens=7, output_tokens=2, chunks=2)
+    client = _client(llm, False)
+
+    def chunks() -> tuple[int, type]:
+        stream = client.chat.completions.create(model="gpt-4o", messages=MSG, stream=True)
+        return sum(1 for _ in stream), type(stream._decoder)
+
+    (n, before) = chunks()  # outside a run: no usage asked for, the SDK's decoder
+    with ob.run("many streams") as run:
+        inside = [chunks() for _ in range(2_000)]
+    skipping = _stream_usage._SKIPPING[SSEDecoder]
+    assert before is SSEDecoder and skipping.__mro__[1] is SSEDecoder
+    assert inside == [(n, skipping)] * 2_000  # each stream's usage-only event skipped by its own decoder
+    assert all("stream_options" in r.body for r in llm.requests[1:])
+    assert run.outcome.usage.input_tokens == 7 * 2_000
+    assert list(_stream_usage._SKIPPING) == [SSEDecoder]
+    assert SSEDecoder.__dict__["decode"] is decode
+    assert [c for c in SSEDecoder.__subclasses__() if c.__module__ == skipping.__module__] == [skipping]
+    assert chunks() == (n, SSEDecoder)  # outside a run again: as before
+
+
 @pytest.mark.parametrize("path", PATHS)
 def test_cached_and_reasoning_tokens_of_the_usage_event_we_asked_for_are_counted(otel, llm, path):
     """The usage-only event we asked for is read from its JSON, never built by the SDK: its token details (cache

@@ -10,8 +10,10 @@ while the run has time left; its base URL is remembered for the rest of the proc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -19,7 +21,6 @@ from typing import Any
 
 from ...core.calls import Guard
 from ...model.call import ModelCall
-from ._stream import weak_method
 
 log = logging.getLogger(__name__)
 
@@ -144,48 +145,63 @@ def _usage_only(data: str) -> dict[str, Any] | None:
     return None
 
 
-def skip_usage_event(stream: Any, take: Callable[[dict[str, Any]], None], finished: list[Any]) -> None:
-    """Hand the usage-only chunk that only our `include_usage` asked for to `take` straight from its server-sent
-    event, and leave it out of the SDK stream's events. The caller never sees that chunk anyway (the reader hides
-    it), and the SDK building a chunk object from it costs as much as a chunk of the answer. Only for the openai
-    SDK's streams (their `_iter_events`, read when iteration starts); any other stream is left as it is, and an
-    event that is not plainly usage-only goes to the SDK as before.
+def sse_decoder(stream: Any) -> Any:
+    """The openai SDK stream's own server-sent event decoder, when it is one whose events `skip_usage_event` can
+    filter (the SDK's `SSEDecoder`, whose reading loop asks `self.decode` for each line and drops what is falsy);
+    else None (another decoder, another stream: the usage-only chunk is then built by the SDK and hidden by the
+    reader)."""
+    module = sys.modules.get("openai._streaming")
+    decoder = getattr(stream, "_decoder", None)
+    if module is None or type(decoder) is not getattr(module, "SSEDecoder", None):
+        return None
+    return decoder
 
-    The server sends that chunk after the answer's last one, so events are only looked into once `finished` (the
-    call's finish reasons, filled by the reader) is not empty: the answer's own events pass untouched. A usage-only
-    chunk sent earlier reaches the reader, which hides it all the same."""
-    if not callable(getattr(stream, "_iter_events", None)):
-        return
-    events = weak_method(stream, "_iter_events")  # set on the stream itself: no reference cycle through it
+
+#: The SDK decoder class -> its subclass that skips the usage-only event (made once).
+_SKIPPING: dict[type, type] = {}
+_TAKE = "_otel_budget_take"
+
+
+def _skipping(base: Any) -> type:
     no_choices, spaced = _NO_CHOICES
 
-    def consumed(sse: Any) -> bool:
-        """Whether the event is the usage-only one (then handed to `take`, and left out)."""
-        data = sse.data
-        if no_choices in data or spaced in data:
-            parsed = _usage_only(data)
-            if parsed is not None:
-                take(parsed)
-                return True
-        return False
+    class SkippingUsage(base):  # type: ignore[valid-type,misc]
+        """The SDK's decoder, which hands the usage-only event to the reader instead of yielding it."""
 
-    if type(stream).__name__ == "AsyncStream":
+        def decode(self, line: str) -> Any:
+            sse = base.decode(self, line)
+            if sse is not None:
+                data = sse.data
+                if no_choices in data or spaced in data:
+                    parsed = _usage_only(data)
+                    if parsed is not None:
+                        self.__dict__[_TAKE](parsed)
+                        return None  # (the decoder's reading loop yields only what is truthy)
+            return sse
 
-        async def aiterate() -> Any:
-            async for sse in events():
-                if not (finished and consumed(sse)):
-                    yield sse
+    return SkippingUsage
 
-        replacement: Any = aiterate
-    else:
 
-        def iterate() -> Any:
-            for sse in events():
-                if not (finished and consumed(sse)):
-                    yield sse
+def skip_usage_event(decoder: Any, take: Callable[[dict[str, Any]], None]) -> None:
+    """From now on, hand the usage-only chunk that only our `include_usage` asked for to `take` straight from its
+    server-sent event, and leave it out of the events the SDK's stream reads (`decoder`: see `sse_decoder`). The
+    caller never sees that chunk anyway (the reader hides it), and the SDK building a chunk object from it costs as
+    much as a chunk of the answer.
 
-        replacement = iterate
+    The server sends that chunk after the answer's last one, so the reader calls this when the answer's first finish
+    reason arrives: the answer's own events reach the SDK with no step of ours in between. Then the decoder becomes
+    the SDK's own with one method more (its class is swapped for a subclass: an attribute set on the instance would
+    make every decoder's `self.decode` slow to look up), through which the last lines pass. An event that is not
+    plainly usage-only goes to the SDK as before; a usage-only chunk sent earlier reaches the reader, which hides it
+    all the same."""
+    base = type(decoder)
+    cls = _SKIPPING.get(base)
+    if cls is None:
+        cls = _SKIPPING.setdefault(base, _skipping(base))
     try:
-        stream._iter_events = replacement
-    except Exception:  # noqa: BLE001 - a stream that takes no attribute: the SDK builds the chunk, as before
+        decoder.__class__ = cls  # (its attributes move into a dict of its own: the class's shared layout is untouched)
+        decoder.__dict__[_TAKE] = take
+    except Exception:  # noqa: BLE001 - a decoder that cannot take them: the SDK builds the chunk, as before
+        with contextlib.suppress(Exception):
+            decoder.__class__ = base
         log.debug("otel-budget: could not watch a stream's events", exc_info=True)

@@ -169,7 +169,7 @@ class ChatStream:
     server sends it without `include_usage`: the usage-only chunk is hidden and the other chunks carry no
     `usage` field (the server adds `"usage": null` to each of them only because we asked)."""
 
-    __slots__ = ("call", "hide_usage", "tools", "usage", "sdk_chunk")
+    __slots__ = ("call", "hide_usage", "tools", "usage", "sdk_chunk", "decoder")
 
     def __init__(self, call: ModelCall, hide_usage: bool) -> None:
         self.call = call
@@ -178,6 +178,7 @@ class ChatStream:
         self.usage: Any = None
         #: The openai SDK's chunk class, read once per stream rather than once per chunk (None: not known).
         self.sdk_chunk: Any = _TYPED[0]
+        self.decoder: Any = None  # the SDK stream's event decoder, until the answer's finish arms it (`watch`)
 
     def feed(self, chunk: Any) -> bool:
         """The openai SDK's own chunk: typed objects all the way down, never a dict, every declared field set (the
@@ -214,6 +215,8 @@ class ChatStream:
             reason = choice.finish_reason
             if reason:
                 call.finish_reasons.append(reason)
+                if self.decoder is not None:
+                    self._arm()
         return True
 
     def _feed_any(self, chunk: Any) -> bool:
@@ -263,10 +266,13 @@ class ChatStream:
                 call.output_chars += len(args)
 
     def watch(self, stream: Any) -> None:
-        """The SDK stream this reads: the usage-only chunk we asked for is read from its event (see
-        `_stream_usage.skip_usage_event`)."""
+        """The SDK stream this reads: its usage-only event is read and skipped once the answer finishes (`_arm`)."""
         if self.hide_usage:
-            _stream_usage.skip_usage_event(stream, self._take_usage, self.call.finish_reasons)
+            self.decoder = _stream_usage.sse_decoder(stream)
+
+    def _arm(self) -> None:  # (see `_stream_usage.skip_usage_event`; no reference to the decoder is kept)
+        decoder, self.decoder = self.decoder, None
+        _stream_usage.skip_usage_event(decoder, self._take_usage)
 
     def _take_usage(self, data: dict[str, Any]) -> None:
         self.usage = data["usage"]
