@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -145,18 +144,6 @@ def _usage_only(data: str) -> dict[str, Any] | None:
     return None
 
 
-def sse_decoder(stream: Any) -> Any:
-    """The openai SDK stream's own server-sent event decoder, when it is one whose events `skip_usage_event` can
-    filter (the SDK's `SSEDecoder`, whose reading loop asks `self.decode` for each line and drops what is falsy);
-    else None (another decoder, another stream: the usage-only chunk is then built by the SDK and hidden by the
-    reader)."""
-    module = sys.modules.get("openai._streaming")
-    decoder = getattr(stream, "_decoder", None)
-    if module is None or type(decoder) is not getattr(module, "SSEDecoder", None):
-        return None
-    return decoder
-
-
 #: The SDK decoder class -> its subclass that skips the usage-only event (made once).
 _SKIPPING: dict[type, type] = {}
 _TAKE = "_otel_budget_take"
@@ -184,9 +171,9 @@ def _skipping(base: Any) -> type:
 
 def skip_usage_event(decoder: Any, take: Callable[[dict[str, Any]], None]) -> None:
     """From now on, hand the usage-only chunk that only our `include_usage` asked for to `take` straight from its
-    server-sent event, and leave it out of the events the SDK's stream reads (`decoder`: see `sse_decoder`). The
-    caller never sees that chunk anyway (the reader hides it), and the SDK building a chunk object from it costs as
-    much as a chunk of the answer.
+    server-sent event, and leave it out of the events the SDK's stream reads (`decoder`: its `SSEDecoder`, whose
+    reading loop drops the events `decode` maps to None). The caller never sees that chunk anyway (the reader hides
+    it), and the SDK building a chunk object from it costs as much as a chunk of the answer.
 
     The server sends that chunk after the answer's last one, so the reader calls this when the answer's first finish
     reason arrives: the answer's own events reach the SDK with no step of ours in between. Then the decoder becomes

@@ -178,7 +178,7 @@ class ChatStream:
         self.usage: Any = None
         #: The openai SDK's chunk class, read once per stream rather than once per chunk (None: not known).
         self.sdk_chunk: Any = _TYPED[0]
-        self.decoder: Any = None  # the SDK stream's event decoder, until the answer's finish arms it (`watch`)
+        self.decoder: Any = None  # the SDK stream's decoder, until the answer's finish arms it (`watch`)
 
     def feed(self, chunk: Any) -> bool:
         """The openai SDK's own chunk: typed objects all the way down, never a dict, every declared field set (the
@@ -266,9 +266,9 @@ class ChatStream:
                 call.output_chars += len(args)
 
     def watch(self, stream: Any) -> None:
-        """The SDK stream this reads: its usage-only event is read and skipped once the answer finishes (`_arm`)."""
-        if self.hide_usage:
-            self.decoder = _stream_usage.sse_decoder(stream)
+        """The SDK stream this reads: its `SSEDecoder` reads and skips the usage-only event once armed (`_arm`)."""
+        if self.hide_usage and type(decoder := getattr(stream, "_decoder", None)) is _TYPED[3]:
+            self.decoder = decoder
 
     def _arm(self) -> None:  # (see `_stream_usage.skip_usage_event`; no reference to the decoder is kept)
         decoder, self.decoder = self.decoder, None
@@ -298,9 +298,8 @@ def _unset_usage(chunk: Any) -> None:
         fields.discard("usage")
 
 
-#: The openai SDK's `ChatCompletionChunk`, `ChatCompletion` and `CompletionUsage` classes once `instrument()`
-#: found the SDK imported (`_look_up_types`) (they are read by attribute); a list, so that this module never imports the SDK itself.
-_TYPED: list[type | None] = [None, None, None]
+#: The SDK's chunk, completion, usage and SSE decoder classes, set by `_look_up_types` (no SDK import here).
+_TYPED: list[type | None] = [None, None, None, None]
 
 
 class ResponsesStream:
@@ -437,10 +436,11 @@ async def _await_text(made: Any) -> str:
 
 
 def _look_up_types(patches: Patches) -> None:
+    from openai._streaming import SSEDecoder
     from openai.types import CompletionUsage
     from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-    _TYPED[:] = [ChatCompletionChunk, ChatCompletion, CompletionUsage]
+    _TYPED[:] = [ChatCompletionChunk, ChatCompletion, CompletionUsage, SSEDecoder]
 
 
 SPEC = AdapterSpec(
